@@ -1,0 +1,39 @@
+# Helios Dashboard — the two commands a user needs are `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HELIOS_DATA_DIR ?= data
+export HELIOS_DATA_DIR
+STAMP := $(VENV)/.installed
+DEMO := $(HELIOS_DATA_DIR)/helios-synth/meta.json
+
+.PHONY: install run test lint demo bench clean
+
+install: $(STAMP) ## create .venv and install the project with its dependencies (idempotent)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+$(DEMO): | $(STAMP)
+	$(BIN)/helios demo
+
+demo: $(DEMO) ## build the bundled synthetic Helios dataset if it is missing
+
+run: install demo ## start the dashboard on http://127.0.0.1:8050
+	$(BIN)/helios serve --host 127.0.0.1 --port 8050 --debug
+
+test: install ## run the whole test suite
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: install demo ## run the performance benchmarks and print their figures
+	$(BIN)/python bench/queries.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

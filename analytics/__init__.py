@@ -1,0 +1,1 @@
+"""Trace schema, ingest, storage and the study's queries (no Dash or Plotly imports)."""

@@ -1,0 +1,102 @@
+"""The one canonical trace schema: column names, dtypes, units and allowed states.
+
+Every other module refers to these names; nothing else spells them.
+Times are the trace's naive wall clock (no time zone); durations and queue delays are whole seconds.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+SCHEMA_VERSION = 1
+
+TIME_UNIT = "us"
+TIMESTAMP = pl.Datetime(TIME_UNIT)
+
+# Jobs table: one row per job, Helios names and meanings.
+JOB_SCHEMA: dict[str, pl.DataType] = {
+    "cluster": pl.String(),  # cluster name (Venus, Earth, ... or the dataset's own)
+    "job_id": pl.Int64(),  # Slurm id (increasing in submit order per cluster) or the source's row order
+    "user": pl.String(),  # user hash; null when the source has none (Philly)
+    "vc": pl.String(),  # virtual cluster (partition)
+    "job_name": pl.String(),  # nullable: Helios publishes no job names
+    "gpu_num": pl.Int32(),  # GPUs requested; 0 = CPU job
+    "cpu_num": pl.Float64(),  # CPU cores requested (fractional for Alibaba's cpu_milli/1000)
+    "node_num": pl.Int32(),  # nodes; nullable
+    "state": pl.String(),  # final state, one of STATES; null when unknown
+    "submit_time": TIMESTAMP,
+    "start_time": TIMESTAMP,  # nullable: never started or not recorded
+    "end_time": TIMESTAMP,  # nullable
+    "duration": pl.Int64(),  # seconds, end - start
+    "queue": pl.Int64(),  # seconds, start - submit; nullable
+}
+JOB_COLUMNS: tuple[str, ...] = tuple(JOB_SCHEMA)
+JOB_REQUIRED_NON_NULL: tuple[str, ...] = ("cluster", "job_id", "vc", "gpu_num", "submit_time", "duration")
+
+# VC capacity table: GPUs of each VC per day.
+VC_GPU_SCHEMA: dict[str, pl.DataType] = {
+    "cluster": pl.String(),
+    "vc": pl.String(),
+    "date": pl.Date(),
+    "gpus": pl.Int32(),
+}
+VC_GPU_COLUMNS: tuple[str, ...] = tuple(VC_GPU_SCHEMA)
+
+# Final states. TIMEOUT and NODE_FAIL (and anything else not COMPLETED/CANCELLED) count as failed in the study.
+COMPLETED = "COMPLETED"
+CANCELLED = "CANCELLED"
+FAILED = "FAILED"
+FINAL_STATES: tuple[str, ...] = (COMPLETED, CANCELLED, FAILED, "TIMEOUT", "NODE_FAIL", "SUSPENDED")
+CENSORED_STATES: tuple[str, ...] = ("RUNNING", "PENDING")  # jobs still alive when the trace was cut
+STATES: tuple[str, ...] = FINAL_STATES + CENSORED_STATES
+STATE_GROUPS: tuple[str, ...] = (COMPLETED, CANCELLED, FAILED)
+
+GPUS_PER_NODE = 8
+
+JOBS_FILE = "jobs.parquet"
+VC_GPUS_FILE = "vc_gpus.parquet"
+META_FILE = "meta.json"
+
+
+def state_group_expr(col: str = "state") -> pl.Expr:
+    """Polars expression mapping a final state to COMPLETED, CANCELLED or FAILED (every other state)."""
+    return (
+        pl.when(pl.col(col) == COMPLETED)
+        .then(pl.lit(COMPLETED))
+        .when(pl.col(col) == CANCELLED)
+        .then(pl.lit(CANCELLED))
+        .otherwise(pl.lit(FAILED))
+    )
+
+
+def empty_jobs() -> pl.DataFrame:
+    """An empty jobs frame with the canonical schema."""
+    return pl.DataFrame(schema=JOB_SCHEMA)
+
+
+def empty_vc_gpus() -> pl.DataFrame:
+    """An empty VC capacity frame with the canonical schema."""
+    return pl.DataFrame(schema=VC_GPU_SCHEMA)
+
+
+def conform_jobs(df: pl.DataFrame) -> pl.DataFrame:
+    """Select and cast the canonical job columns (missing optional columns become null) in schema order."""
+    exprs = []
+    for name, dtype in JOB_SCHEMA.items():
+        if name in df.columns:
+            exprs.append(pl.col(name).cast(dtype))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    return df.select(exprs)
+
+
+def conform_vc_gpus(df: pl.DataFrame) -> pl.DataFrame:
+    """Select and cast the canonical VC capacity columns in schema order."""
+    return df.select([pl.col(n).cast(t) for n, t in VC_GPU_SCHEMA.items()])
+
+
+def check_identifier(name: str, allowed: tuple[str, ...] = JOB_COLUMNS) -> str:
+    """Return name if it is a known schema column, else raise ValueError (guards SQL identifiers)."""
+    if name not in allowed:
+        raise ValueError(f"unknown column {name!r}; expected one of {', '.join(allowed)}")
+    return name

@@ -1,0 +1,58 @@
+"""The `helios` command line: a thin dispatcher over the command modules of analytics/ and sim/."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Each module exposes `register(subparsers)`, which adds one or more sub-commands whose `func(args) -> int` runs them.
+COMMAND_MODULES: tuple[str, ...] = (
+    "analytics.commands.ingest",
+    "analytics.commands.demo",
+    "analytics.commands.summary",
+    "analytics.commands.datasets",
+    "sim.commands.simulate",
+    "sim.commands.ces",
+    "components.commands.serve",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser with every registered sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="helios",
+        description=(
+            "Helios Dashboard: explore deep-learning GPU datacenter traces and run what-if scheduling "
+            "(QSSF) and energy (CES) experiments. Datasets live in $HELIOS_DATA_DIR (default ./data)."
+        ),
+        epilog="Run 'helios COMMAND --help' for the options of one command.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod_name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and mod_name.startswith(exc.name):
+                continue  # command module not built yet
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse argv and run the chosen sub-command, returning its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The Dash user interface: pages, figures and shared controls."""
