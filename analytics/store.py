@@ -117,10 +117,29 @@ def _file_digest(path: Path) -> str:
 def _staging(root: Path, name: str) -> Iterator[Path]:
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root))
+    tmp.chmod(0o755)
     try:
         yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swap_in(base: Path, name: str, staged: Path, version: str) -> None:
+    """Make `base/name` point at the staged folder in one atomic rename of a symlink, then drop the old copy."""
+    final = base / f".{name}.v-{version}-{os.getpid()}"
+    staged.rename(final)
+    link = base / name
+    previous = link.resolve() if link.is_symlink() else None
+    if link.exists() and not link.is_symlink():
+        legacy = base / f".{name}.legacy-{os.getpid()}"
+        link.rename(legacy)
+        previous = legacy
+    tmp_link = base / f".{name}.link-{os.getpid()}"
+    tmp_link.unlink(missing_ok=True)
+    tmp_link.symlink_to(final.name)
+    os.replace(tmp_link, link)
+    if previous is not None and previous != final.resolve():
+        shutil.rmtree(previous, ignore_errors=True)
 
 
 def write_dataset(
@@ -130,7 +149,7 @@ def write_dataset(
     meta: dict[str, Any],
     root: Path | None = None,
 ) -> Dataset:
-    """Write a dataset atomically: build it in a temp folder beside the target, then swap it in by rename."""
+    """Write a dataset atomically: build it in a temp folder, then swap the `name` symlink to it in one rename."""
     check_name(name)
     base = root or data_dir()
     jobs = schema.conform_jobs(jobs).sort(["cluster", "submit_time", "job_id"])
@@ -145,10 +164,5 @@ def write_dataset(
             version=_file_digest(tmp / schema.JOBS_FILE)[:12] + _file_digest(tmp / schema.VC_GPUS_FILE)[:4],
         )
         (tmp / schema.META_FILE).write_text(json.dumps(full_meta, indent=2, default=str) + "\n")
-        target = base / name
-        old = base / f".{name}.old-{os.getpid()}"
-        if target.exists():
-            target.rename(old)
-        tmp.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
+        _swap_in(base, name, tmp, full_meta["version"])
     return open_dataset(name, base)

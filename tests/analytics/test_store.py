@@ -1,0 +1,72 @@
+"""Dataset storage: names, atomic replacement, metadata and schema conformance."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import polars as pl
+import pytest
+
+from analytics import schema, store
+
+
+def _jobs(n: int = 3) -> pl.DataFrame:
+    t0 = dt.datetime(2020, 4, 1)
+    return pl.DataFrame(
+        {
+            "cluster": ["Venus"] * n,
+            "job_id": list(range(n, 0, -1)),
+            "vc": ["vcA"] * n,
+            "gpu_num": [1] * n,
+            "submit_time": [t0 + dt.timedelta(seconds=10 * i) for i in range(n)],
+            "duration": [5] * n,
+        }
+    )
+
+
+def _caps() -> pl.DataFrame:
+    return pl.DataFrame({"cluster": ["Venus"], "vc": ["vcA"], "date": [dt.date(2020, 4, 1)], "gpus": [8]})
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "../x", "a/b", "a b", "-x", "x" * 65, "a..b"])
+def test_bad_names_rejected(name):
+    with pytest.raises(store.DatasetError):
+        store.check_name(name)
+
+
+def test_write_then_open_round_trip(data_root):
+    ds = store.write_dataset("t1", _jobs(), _caps(), {"source": "test"})
+    assert ds.path == data_root / "t1"
+    jobs = ds.jobs().collect()
+    assert jobs.columns == list(schema.JOB_COLUMNS)
+    assert jobs.schema["submit_time"] == schema.TIMESTAMP
+    assert jobs["job_id"].to_list() == [3, 2, 1]  # sorted by submit time, not by id
+    assert jobs["user"].null_count() == 3
+    meta = json.loads((ds.path / schema.META_FILE).read_text())
+    assert meta["source"] == "test" and meta["schema_version"] == schema.SCHEMA_VERSION
+    assert [d.name for d in store.list_datasets()] == ["t1"]
+
+
+def test_rewrite_replaces_and_changes_version(data_root):
+    v1 = store.write_dataset("t1", _jobs(3), _caps(), {}).version
+    ds = store.write_dataset("t1", _jobs(5), _caps(), {})
+    assert ds.version != v1
+    assert ds.jobs().collect().height == 5
+    assert sorted(p.name for p in data_root.iterdir() if not p.name.startswith(".t1.v-")) == ["t1"]
+    assert len(list(data_root.glob(".t1.v-*"))) == 1, "exactly one stored copy, no temp folders left behind"
+
+
+def test_failed_write_keeps_existing_dataset(data_root):
+    store.write_dataset("t1", _jobs(3), _caps(), {})
+    bad = _jobs(2).with_columns(pl.lit("not a number").alias("gpu_num"))
+    with pytest.raises(pl.exceptions.InvalidOperationError):
+        store.write_dataset("t1", bad, _caps(), {})
+    assert store.open_dataset("t1").jobs().collect().height == 3
+    assert len(list(data_root.iterdir())) == 2  # the t1 link and its one stored copy
+
+
+def test_open_missing_dataset_names_alternatives(data_root):
+    store.write_dataset("there", _jobs(), _caps(), {})
+    with pytest.raises(store.DatasetError, match="'nope' not found.*there"):
+        store.open_dataset("nope")
