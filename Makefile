@@ -25,7 +25,7 @@ demo: $(DEMO) ## build the bundled synthetic Helios dataset if it is missing
 run: install demo ## start the dashboard on http://127.0.0.1:8050
 	$(BIN)/helios serve --host 127.0.0.1 --port 8050 --debug
 
-test: install ## run the whole test suite
+test: install demo ## run the whole test suite (builds the bundled dataset first if missing)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install
