@@ -1,0 +1,142 @@
+"""Source CSV files read as text, then parsed column by column with errors naming file, row, column and value.
+
+Row numbers are file line numbers: the header is row 1, the first data row is row 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+ROW = "_row"  # file row number of each data row
+ISSUE_PREFIX = "_issue:"  # text columns a reader adds: non-null = that row has the issue (kept and flagged)
+FIRST_DATA_ROW = 2
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+DATE_FORMAT = "%Y-%m-%d"
+NULL_TOKENS = ["", "NaN", "nan"]
+_PARSED = "_parsed:"
+_MAX_EXACT_FLOAT_INT = 2**53
+
+
+class IngestError(Exception):
+    """A fatal ingest problem in one line naming the file (and row, column and value when known)."""
+
+
+@dataclass
+class Source:
+    """What a format reader hands to validation: parsed jobs, capacity, file labels and format facts."""
+
+    jobs: pl.DataFrame  # canonical columns found in the source (state as given) + ROW + ISSUE_PREFIX columns
+    vc_gpus: pl.DataFrame  # canonical VC capacity table
+    labels: dict[str, str]  # cluster -> the file its rows come from, as named in the report
+    source_columns: tuple[str, ...]  # canonical job columns the source supplies
+    meta: dict[str, Any] = field(default_factory=dict)  # format-specific facts for meta.json
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def read_header(path: Path, label: str) -> list[str]:
+    """The column names of a CSV file, raising IngestError when it is missing, empty or unreadable."""
+    if not path.is_file():
+        raise IngestError(f"{label}: no such file")
+    try:
+        return pl.scan_csv(path, infer_schema=False).collect_schema().names()
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise IngestError(f"{label}: cannot read CSV file ({_first_line(exc)})") from exc
+
+
+def read_text_csv(
+    path: Path,
+    label: str,
+    required: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+) -> pl.DataFrame:
+    """Read the required and present optional columns of a CSV as text plus `_row`, failing on a bad file."""
+    header = read_header(path, label)
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise IngestError(
+            f"{label}: missing required column(s) {', '.join(missing)} (found: {', '.join(header) or 'none'})"
+        )
+    columns = list(required) + [c for c in optional if c in header and c not in required]
+    try:
+        df = pl.read_csv(path, infer_schema=False, columns=columns, null_values=NULL_TOKENS)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise IngestError(f"{label}: cannot read CSV file ({_first_line(exc)})") from exc
+    if df.height == 0:
+        raise IngestError(f"{label}: no data rows")
+    blank = pl.all_horizontal(pl.col(c).is_null() for c in columns)
+    return df.with_row_index(ROW, offset=FIRST_DATA_ROW).with_columns(
+        pl.col(ROW).cast(pl.Int64), pl.when(blank).then(pl.lit("empty row")).alias(f"{ISSUE_PREFIX}blank_row")
+    )
+
+
+def _int_expr(col: str) -> pl.Expr:
+    text = pl.col(col)
+    as_float = text.cast(pl.Float64, strict=False)
+    integral = as_float.is_finite() & (as_float == as_float.floor()) & (as_float.abs() < _MAX_EXACT_FLOAT_INT)
+    return pl.coalesce(text.cast(pl.Int64, strict=False), pl.when(integral).then(as_float.cast(pl.Int64)))
+
+
+def _float_expr(col: str) -> pl.Expr:
+    as_float = pl.col(col).cast(pl.Float64, strict=False)
+    return pl.when(as_float.is_finite()).then(as_float)
+
+
+PARSERS = {
+    "int": (_int_expr, "an integer"),
+    "float": (_float_expr, "a finite number"),
+    "datetime": (lambda c: pl.col(c).str.strptime(pl.Datetime("us"), TIME_FORMAT, strict=False), TIME_FORMAT),
+    "date": (lambda c: pl.col(c).str.strptime(pl.Date(), DATE_FORMAT, strict=False), DATE_FORMAT),
+}
+
+
+def parse_columns(
+    df: pl.DataFrame,
+    kinds: dict[str, str],
+    label: str,
+    required: tuple[str, ...] = (),
+) -> pl.DataFrame:
+    """Parse text columns to `kinds`; a bad value is fatal in a required column, else nulled and flagged."""
+    present = {c: k for c, k in kinds.items() if c in df.columns}
+    if not present:
+        return df
+    parsed = df.with_columns(PARSERS[k][0](c).alias(_PARSED + c) for c, k in present.items())
+    bad_exprs = {c: pl.col(c).is_not_null() & pl.col(_PARSED + c).is_null() for c in present}
+    any_bad = parsed.select(e.any().alias(c) for c, e in bad_exprs.items()).row(0, named=True)
+    flagged = [c for c, is_bad in any_bad.items() if is_bad]
+    for col in (c for c in flagged if c in required):
+        row, value = parsed.filter(bad_exprs[col]).select(ROW, col).row(0)
+        expected = PARSERS[present[col]][1]
+        raise IngestError(f"{label} row {row}, column {col!r}: cannot parse {value!r} as {expected}")
+    renamed = [pl.col(_PARSED + c).alias(c) for c in present]
+    out = parsed.with_columns(renamed).drop([_PARSED + c for c in present])
+    if flagged:
+        out = out.with_columns(parsed.select(_bad_values_expr(flagged, bad_exprs)).to_series())
+    return out
+
+
+def _bad_values_expr(cols: list[str], bad_exprs: dict[str, pl.Expr]) -> pl.Expr:
+    texts = [pl.when(bad_exprs[c]).then(text(f"{c}=", pl.col(c))) for c in cols]
+    detail = pl.concat_str(texts, separator="; ", ignore_nulls=True)
+    any_bad = pl.any_horizontal(bad_exprs[c] for c in cols)
+    return pl.when(any_bad).then(detail).alias(f"{ISSUE_PREFIX}unparsable_value")
+
+
+def first_last_day(first_col: str, last_col: str) -> list[pl.Expr]:
+    """Expressions for the first day of first_col and the last day of first_col or last_col (a day span)."""
+    last = pl.max_horizontal(first_col, last_col).max().dt.date().alias("last_day")
+    return [pl.col(first_col).min().dt.date().alias("first_day"), last]
+
+
+def text(*parts: str | pl.Expr) -> pl.Expr:
+    """Concatenate literal strings and expressions (nulls shown as `null`) into one text expression."""
+    # NOTE: pl.format panics in polars 2.1.0 on frames filtered after with_row_index; concat_str does not.
+    exprs = [pl.lit(p) if isinstance(p, str) else p.cast(pl.String).fill_null("null") for p in parts]
+    return pl.concat_str(exprs)
