@@ -1,0 +1,1 @@
+"""Cluster Energy Saving (CES): busy-node demand, forecasters, power policy and energy accounting."""
