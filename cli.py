@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sim.commands.simulate",
     "sim.commands.ces",
     "components.commands.serve",
+    "components.commands.user",
 )
 
 

@@ -11,11 +11,13 @@ import polars as pl
 from analytics import schema
 from analytics.commands.common import Progress
 from analytics.ingest_csv import (
+    INT32_MAX,
     ISSUE_PREFIX,
     ROW,
     TIME_FORMAT,
     IngestError,
     Source,
+    check_span,
     first_last_day,
     parse_columns,
     read_text_csv,
@@ -29,11 +31,11 @@ WHOLE_CLUSTER_VC = "*"
 POD_REQUIRED = ("qos", "num_gpu", "creation_time", "scheduled_time", "deletion_time")
 POD_OPTIONAL = ("name", "cpu_milli", "pod_phase")
 POD_KINDS = {
-    "num_gpu": "int",
+    "num_gpu": "int32",
     "cpu_milli": "float",
-    "creation_time": "int",
-    "scheduled_time": "int",
-    "deletion_time": "int",
+    "creation_time": "offset_s",
+    "scheduled_time": "offset_s",
+    "deletion_time": "offset_s",
 }
 NODE_REQUIRED = ("gpu",)
 PHASE_STATES = {
@@ -125,8 +127,11 @@ def read_total_gpus(path: Path) -> int:
     """Sum the `gpu` column of the GPU node list."""
     label = str(path)
     text = read_text_csv(path, label, NODE_REQUIRED)
-    nodes = parse_columns(text, {"gpu": "int"}, label, required=NODE_REQUIRED)
-    return int(nodes["gpu"].sum())
+    nodes = parse_columns(text, {"gpu": "int32"}, label, required=NODE_REQUIRED)
+    total = int(nodes["gpu"].cast(pl.Int64).sum())
+    if not 0 <= total <= INT32_MAX:
+        raise IngestError(f"{label}: column 'gpu' sums to {total} GPUs (expected 0 to {INT32_MAX})")
+    return total
 
 
 @dataclass
@@ -146,6 +151,7 @@ class AlibabaInput:
             jobs = pods_to_jobs(parse_columns(text, POD_KINDS, label, required=POD_REQUIRED), self.origin)
             total_gpus = read_total_gpus(self.node_path)
             span = jobs.select(first_last_day("submit_time", "end_time")).row(0)
+            check_span(*span, label)
         return Source(
             jobs=jobs,
             vc_gpus=daily_capacity(total_gpus, *span),

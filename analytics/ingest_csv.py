@@ -19,6 +19,12 @@ DATE_FORMAT = "%Y-%m-%d"
 NULL_TOKENS = ["", "NaN", "nan"]
 _PARSED = "_parsed:"
 _MAX_EXACT_FLOAT_INT = 2**53
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+MAX_FIELD_CHARS = 4096  # longer values are a fatal error (a gigantic line is a broken file, not data)
+MAX_MESSAGE_CHARS = 300
+MAX_OFFSET_S = 100 * 365 * 86_400  # trace-relative times (Alibaba) beyond a century are broken values
+MAX_SPAN_DAYS = 20 * 366  # a daily capacity table longer than this means a broken date
+_MAX_NAMES_SHOWN = 20
 
 
 class IngestError(Exception):
@@ -38,7 +44,20 @@ class Source:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return clip(text.splitlines()[0]) if text else type(exc).__name__
+
+
+def clip(text: str, max_chars: int = MAX_MESSAGE_CHARS) -> str:
+    """text cut to max_chars (with a note of the length), non-printable characters escaped."""
+    shown = text if text.isprintable() else repr(text)[1:-1]
+    return shown if len(shown) <= max_chars else f"{shown[:max_chars]}... ({len(text)} characters)"
+
+
+def show_names(names: list[str]) -> str:
+    """A short, printable list of column names for messages."""
+    shown = ", ".join(clip(n, 40) for n in names[:_MAX_NAMES_SHOWN]) or "none"
+    extra = len(names) - _MAX_NAMES_SHOWN
+    return f"{shown} and {extra} more" if extra > 0 else shown
 
 
 def read_header(path: Path, label: str) -> list[str]:
@@ -61,9 +80,8 @@ def read_text_csv(
     header = read_header(path, label)
     missing = [c for c in required if c not in header]
     if missing:
-        raise IngestError(
-            f"{label}: missing required column(s) {', '.join(missing)} (found: {', '.join(header) or 'none'})"
-        )
+        found = show_names(header)
+        raise IngestError(f"{label}: missing required column(s) {', '.join(missing)} (found: {found})")
     columns = list(required) + [c for c in optional if c in header and c not in required]
     try:
         df = pl.read_csv(path, infer_schema=False, columns=columns, null_values=NULL_TOKENS)
@@ -71,9 +89,24 @@ def read_text_csv(
         raise IngestError(f"{label}: cannot read CSV file ({_first_line(exc)})") from exc
     if df.height == 0:
         raise IngestError(f"{label}: no data rows")
+    check_field_lengths(df, label)
     blank = pl.all_horizontal(pl.col(c).is_null() for c in columns)
     return df.with_row_index(ROW, offset=FIRST_DATA_ROW).with_columns(
         pl.col(ROW).cast(pl.Int64), pl.when(blank).then(pl.lit("empty row")).alias(f"{ISSUE_PREFIX}blank_row")
+    )
+
+
+def check_field_lengths(df: pl.DataFrame, label: str) -> None:
+    """Raise IngestError naming the first row of the first column holding a value over MAX_FIELD_CHARS."""
+    longest = df.select(pl.col(c).str.len_chars().max().fill_null(0) for c in df.columns).row(0, named=True)
+    too_long = [c for c, n_chars in longest.items() if n_chars > MAX_FIELD_CHARS]
+    if not too_long:
+        return
+    lengths = df[too_long[0]].str.len_chars()
+    index = int((lengths > MAX_FIELD_CHARS).arg_true()[0])
+    raise IngestError(
+        f"{label} row {index + FIRST_DATA_ROW}, column {too_long[0]!r}: value of {lengths[index]} characters "
+        f"(the limit is {MAX_FIELD_CHARS})"
     )
 
 
@@ -84,6 +117,16 @@ def _int_expr(col: str) -> pl.Expr:
     return pl.coalesce(text.cast(pl.Int64, strict=False), pl.when(integral).then(as_float.cast(pl.Int64)))
 
 
+def _int32_expr(col: str) -> pl.Expr:
+    value = _int_expr(col)
+    return pl.when(value.is_between(INT32_MIN, INT32_MAX)).then(value)
+
+
+def _offset_expr(col: str) -> pl.Expr:
+    value = _int_expr(col)
+    return pl.when(value.abs() <= MAX_OFFSET_S).then(value)
+
+
 def _float_expr(col: str) -> pl.Expr:
     as_float = pl.col(col).cast(pl.Float64, strict=False)
     return pl.when(as_float.is_finite()).then(as_float)
@@ -91,6 +134,8 @@ def _float_expr(col: str) -> pl.Expr:
 
 PARSERS = {
     "int": (_int_expr, "an integer"),
+    "int32": (_int32_expr, f"an integer from {INT32_MIN} to {INT32_MAX}"),
+    "offset_s": (_offset_expr, f"an integer number of seconds from -{MAX_OFFSET_S} to {MAX_OFFSET_S}"),
     "float": (_float_expr, "a finite number"),
     "datetime": (lambda c: pl.col(c).str.strptime(pl.Datetime("us"), TIME_FORMAT, strict=False), TIME_FORMAT),
     "date": (lambda c: pl.col(c).str.strptime(pl.Date(), DATE_FORMAT, strict=False), DATE_FORMAT),
@@ -114,7 +159,8 @@ def parse_columns(
     for col in (c for c in flagged if c in required):
         row, value = parsed.filter(bad_exprs[col]).select(ROW, col).row(0)
         expected = PARSERS[present[col]][1]
-        raise IngestError(f"{label} row {row}, column {col!r}: cannot parse {value!r} as {expected}")
+        shown = clip(repr(value))
+        raise IngestError(f"{label} row {row}, column {col!r}: cannot parse {shown} as {expected}")
     renamed = [pl.col(_PARSED + c).alias(c) for c in present]
     out = parsed.with_columns(renamed).drop([_PARSED + c for c in present])
     if flagged:
@@ -127,6 +173,14 @@ def _bad_values_expr(cols: list[str], bad_exprs: dict[str, pl.Expr]) -> pl.Expr:
     detail = pl.concat_str(texts, separator="; ", ignore_nulls=True)
     any_bad = pl.any_horizontal(bad_exprs[c] for c in cols)
     return pl.when(any_bad).then(detail).alias(f"{ISSUE_PREFIX}unparsable_value")
+
+
+def check_span(first_day: Any, last_day: Any, label: str) -> None:
+    """Raise IngestError when the trace spans more than MAX_SPAN_DAYS days (a broken date somewhere)."""
+    if first_day is not None and last_day is not None and (last_day - first_day).days > MAX_SPAN_DAYS:
+        raise IngestError(
+            f"{label}: times span {first_day} to {last_day}, more than {MAX_SPAN_DAYS} days (a broken date?)"
+        )
 
 
 def first_last_day(first_col: str, last_col: str) -> list[pl.Expr]:

@@ -22,9 +22,9 @@ LOG_REQUIRED = ("job_id", "vc", "gpu_num", "submit_time", "duration")
 LOG_OPTIONAL = ("user", "cpu_num", "node_num", "state", "start_time", "end_time", "queue")
 LOG_KINDS = {
     "job_id": "int",
-    "gpu_num": "int",
+    "gpu_num": "int32",
     "cpu_num": "float",
-    "node_num": "int",
+    "node_num": "int32",
     "submit_time": "datetime",
     "start_time": "datetime",
     "end_time": "datetime",
@@ -73,7 +73,7 @@ def read_gpu_number(path: Path, label: str, cluster: str) -> pl.DataFrame:
     header = read_header(path, label)
     vcs = tuple(c for c in header if c not in ("date", TOTAL_COLUMN))
     text = read_text_csv(path, label, ("date", *vcs))
-    kinds = {"date": "date"} | dict.fromkeys(vcs, "int")
+    kinds = {"date": "date"} | dict.fromkeys(vcs, "int32")
     wide = parse_columns(text, kinds, label, required=tuple(kinds))
     long = wide.unpivot(index="date", on=list(vcs), variable_name="vc", value_name="gpus")
     return long.drop_nulls(["date", "gpus"]).with_columns(pl.lit(cluster).alias("cluster"))

@@ -9,12 +9,22 @@ import polars as pl
 
 from analytics import schema
 from analytics.commands.common import Progress
-from analytics.ingest_csv import ROW, IngestError, Source, first_last_day, parse_columns, read_text_csv
+from analytics.ingest_csv import (
+    INT32_MAX,
+    ROW,
+    IngestError,
+    Source,
+    check_span,
+    first_last_day,
+    parse_columns,
+    read_text_csv,
+)
 
 CLUSTER = "Philly"
 NODES_FILE = "philly_vc_nodes.csv"
 JOB_REQUIRED = ("timestamp", "duration", "num_gpus", "cluster")
-JOB_KINDS = {"timestamp": "datetime", "duration": "int", "num_gpus": "int"}
+JOB_KINDS = {"timestamp": "datetime", "duration": "int", "num_gpus": "int32"}
+MAX_VC_NODES = INT32_MAX // schema.GPUS_PER_NODE
 NODES_REQUIRED = ("vc", "node num")
 SOURCE_COLUMNS = ("cluster", "job_id", "vc", "gpu_num", "submit_time", "duration")
 
@@ -33,6 +43,10 @@ def read_vc_nodes(path: Path) -> pl.DataFrame:
     label = str(path)
     text = read_text_csv(path, label, NODES_REQUIRED)
     parsed = parse_columns(text, {"node num": "int"}, label, required=NODES_REQUIRED)
+    too_big = parsed.filter(pl.col("node num").abs() > MAX_VC_NODES)
+    if too_big.height:
+        row, nodes = too_big.select(ROW, "node num").row(0)
+        raise IngestError(f"{label} row {row}, column 'node num': {nodes} nodes is more than {MAX_VC_NODES}")
     return parsed.select("vc", pl.col("node num").alias("nodes"))
 
 
@@ -68,6 +82,7 @@ class PhillyInput:
             no_nodes = pl.DataFrame(schema={"vc": pl.String})
             nodes = read_vc_nodes(self.nodes_path) if self.nodes_path else no_nodes
             span = jobs.select(first_last_day("submit_time", "submit_time")).row(0)
+            check_span(*span, str(self.jobs_path))
         return Source(
             jobs=jobs,
             vc_gpus=daily_capacity(nodes, *span),

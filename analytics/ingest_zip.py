@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import zipfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -11,6 +12,8 @@ from analytics.ingest_csv import IngestError
 
 DEFAULT_MAX_MEMBER_BYTES = 2 * 1024**3
 _CHUNK_BYTES = 1 << 20
+_SUPPORTED_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+_ENCRYPTED_FLAG = 0x1
 
 
 def member_path(name: str, label: str) -> PurePosixPath:
@@ -21,6 +24,18 @@ def member_path(name: str, label: str) -> PurePosixPath:
     if path.is_absolute() or drive_letter or ".." in path.parts:
         raise IngestError(f"{label}: member {name!r} escapes the extraction folder (absolute or '..' path)")
     return path
+
+
+def check_member(info: zipfile.ZipInfo, label: str) -> None:
+    """Raise IngestError for a member that escapes the folder, is a symlink, is encrypted or unreadable."""
+    member_path(info.filename, label)
+    if stat.S_ISLNK(info.external_attr >> 16):
+        raise IngestError(f"{label}: member {info.filename!r} is a symbolic link (not extracted)")
+    if info.flag_bits & _ENCRYPTED_FLAG:
+        raise IngestError(f"{label}: member {info.filename!r} is encrypted (zip passwords are not supported)")
+    if info.compress_type not in _SUPPORTED_METHODS:
+        method = info.compress_type
+        raise IngestError(f"{label}: member {info.filename!r} uses unsupported compression {method}")
 
 
 def copy_limited(src: BinaryIO, dst: BinaryIO, max_bytes: int, label: str) -> int:
@@ -35,13 +50,17 @@ def copy_limited(src: BinaryIO, dst: BinaryIO, max_bytes: int, label: str) -> in
 
 
 def open_zip(path: Path) -> zipfile.ZipFile:
-    """Open a zip file and check every member name, raising IngestError when unreadable or unsafe."""
+    """Open a zip file and check every member, raising IngestError when unreadable or unsafe."""
     try:
         archive = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as exc:
         raise IngestError(f"{path}: cannot read zip file ({exc})") from exc
-    for info in archive.infolist():
-        member_path(info.filename, f"{path}")
+    try:
+        for info in archive.infolist():
+            check_member(info, f"{path}")
+    except IngestError:
+        archive.close()
+        raise
     return archive
 
 

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -126,7 +127,7 @@ def _staging(root: Path, name: str) -> Iterator[Path]:
 
 def _swap_in(base: Path, name: str, staged: Path, version: str) -> None:
     """Make `base/name` point at the staged folder in one atomic rename of a symlink, then drop the old copy."""
-    final = base / f".{name}.v-{version}-{os.getpid()}"
+    final = base / f".{name}.v-{version}-{os.getpid()}-{secrets.token_hex(4)}"
     staged.rename(final)
     link = base / name
     previous = link.resolve() if link.is_symlink() else None

@@ -70,3 +70,10 @@ def test_open_missing_dataset_names_alternatives(data_root):
     store.write_dataset("there", _jobs(), _caps(), {})
     with pytest.raises(store.DatasetError, match="'nope' not found.*there"):
         store.open_dataset("nope")
+
+
+def test_identical_rewrite_in_one_process(data_root):
+    first = store.write_dataset("t1", _jobs(3), _caps(), {})
+    again = store.write_dataset("t1", _jobs(3), _caps(), {})
+    assert again.version == first.version
+    assert again.jobs().collect().height == 3
