@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 
 # Each module exposes `register(subparsers)`, which adds one or more sub-commands whose `func(args) -> int` runs them.
@@ -53,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if exc.errno != errno.EPIPE and "os error 32" not in str(exc):
+            raise
+        # The reader of our output went away (e.g. `| head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -59,9 +59,11 @@ META_FILE = "meta.json"
 
 
 def state_group_expr(col: str = "state") -> pl.Expr:
-    """Polars expression mapping a final state to COMPLETED, CANCELLED or FAILED (every other state)."""
+    """Polars expression mapping a state to COMPLETED, CANCELLED or FAILED (any other state); null stays null."""
     return (
-        pl.when(pl.col(col) == COMPLETED)
+        pl.when(pl.col(col).is_null())
+        .then(pl.lit(None, dtype=pl.String()))
+        .when(pl.col(col) == COMPLETED)
         .then(pl.lit(COMPLETED))
         .when(pl.col(col) == CANCELLED)
         .then(pl.lit(CANCELLED))
