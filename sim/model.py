@@ -1,0 +1,82 @@
+"""Frozen inputs and outputs of a simulation: the workload as numpy arrays, the config and the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CHECKPOINT_OVERHEAD_S = {1: 7, 8: 30}  # 1 GPU -> 7 s, <= 8 GPUs -> 30 s, larger -> 60 s (spec §4 SRTF)
+LARGE_CHECKPOINT_OVERHEAD_S = 60
+
+
+def checkpoint_overhead_s(gpu_num: int) -> int:
+    """The artifact's checkpoint overhead in seconds for a preempted job of gpu_num GPUs."""
+    if gpu_num <= 1:
+        return CHECKPOINT_OVERHEAD_S[1]
+    if gpu_num <= 8:
+        return CHECKPOINT_OVERHEAD_S[8]
+    return LARGE_CHECKPOINT_OVERHEAD_S
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """GPU jobs of one simulation as parallel arrays, sorted by (submit_s, trace order); times in s from t0."""
+
+    job_id: np.ndarray  # int64, the trace's job id
+    vc_index: np.ndarray  # int32, index into vc_names
+    submit_s: np.ndarray  # int64, seconds since the window start (after the load factor)
+    duration_s: np.ndarray  # int64, true run time
+    gpu_num: np.ndarray  # int64
+    predicted_s: np.ndarray  # float64, the estimator's duration prediction (input column)
+    vc_names: tuple[str, ...]
+    vc_nodes: tuple[int, ...]  # nodes per VC
+    t0_us: int = 0  # window start as a naive-datetime epoch in microseconds (to map results back to dates)
+    recorded_start_s: np.ndarray | None = None  # int64 seconds since t0 of the real start, -1 when unknown
+
+    def __len__(self) -> int:
+        return int(self.job_id.shape[0])
+
+    def vc_rows(self, vc: int) -> np.ndarray:
+        """Row indices of VC number vc, in submit order."""
+        return np.flatnonzero(self.vc_index == vc)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How to run: policy, placer, node size, backfilling and the random seed."""
+
+    policy: str = "fifo"
+    placer: str = "consolidate"
+    gpus_per_node: int = 8
+    backfill: bool = False
+    seed: int = 0
+    las_threshold_gpu_s: float = 3600.0
+    backfill_depth: int = 100
+
+
+@dataclass(frozen=True, eq=False)
+class VCResult:
+    """Per-job outcome arrays of one VC (row order = the VC's jobs in submit order) plus its timelines."""
+
+    rows: np.ndarray  # indices into the Workload
+    start_s: np.ndarray  # int64, first start (-1 when unplaceable)
+    end_s: np.ndarray  # int64 (-1 when unplaceable)
+    queue_s: np.ndarray  # int64, total waiting time including waits after preemption
+    preemptions: np.ndarray  # int64
+    priority: np.ndarray  # float64, the priority the policy used (-1 when none was assigned)
+    nodes: list[tuple[int, ...]]  # node indices of the (last) placement
+    timeline_t_s: np.ndarray  # event times
+    timeline_used_gpus: np.ndarray  # GPUs busy just after each event
+    timeline_queued_jobs: np.ndarray  # jobs waiting just after each event
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """A whole simulation: the workload, the config and one VCResult per VC."""
+
+    workload: Workload
+    config: SimConfig
+    vcs: dict[str, VCResult] = field(default_factory=dict)
+    unplaceable: int = 0
+    wall_s: float = 0.0

@@ -1,0 +1,135 @@
+"""Dataset frames -> simulation input: GPU jobs of a cluster, VCs and window; VC sizes; capacity and load scaling."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from sim.model import Workload
+
+_US_PER_S = 1_000_000
+
+
+class WorkloadError(ValueError):
+    """Bad simulation input (unknown cluster or VC, empty window, malformed VC-size file)."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """The simulated window: GPU jobs submitted in [start, end] (both inclusive) and the training jobs before it."""
+
+    jobs: pl.DataFrame  # window jobs sorted by (submit_time, job_id)
+    history: pl.DataFrame  # GPU jobs of the same cluster submitted before start
+    start: datetime
+    end: datetime
+    vcs: tuple[str, ...]
+
+
+def select_window(
+    jobs: pl.DataFrame,
+    cluster: str,
+    vcs: list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> Window:
+    """GPU jobs of cluster (and vcs) submitted in [start, end]; defaults span the cluster's whole trace."""
+    gpu_jobs = jobs.filter((pl.col("cluster") == cluster) & (pl.col("gpu_num") > 0))
+    if gpu_jobs.is_empty():
+        known = ", ".join(sorted(jobs.get_column("cluster").unique().to_list())) or "none"
+        raise WorkloadError(f"cluster {cluster!r} has no GPU jobs (clusters: {known})")
+    if vcs:
+        unknown = sorted(set(vcs) - set(gpu_jobs.get_column("vc").unique().to_list()))
+        if unknown:
+            raise WorkloadError(f"VC(s) {', '.join(unknown)} have no GPU jobs in cluster {cluster!r}")
+        gpu_jobs = gpu_jobs.filter(pl.col("vc").is_in(vcs))
+    start = start or gpu_jobs.get_column("submit_time").min()
+    end = end or gpu_jobs.get_column("submit_time").max()
+    window = gpu_jobs.filter(pl.col("submit_time").is_between(start, end)).sort(["submit_time", "job_id"])
+    if window.is_empty():
+        raise WorkloadError(f"no GPU jobs of {cluster!r} submitted between {start} and {end}")
+    history = gpu_jobs.filter(pl.col("submit_time") < start).sort(["submit_time", "job_id"])
+    chosen = tuple(vcs) if vcs else tuple(sorted(window.get_column("vc").unique().to_list()))
+    return Window(window, history, start, end, chosen)
+
+
+def vc_nodes_on(vc_gpus: pl.DataFrame, cluster: str, on: date, gpus_per_node: int = 8) -> dict[str, int]:
+    """Nodes per VC of cluster on date `on` (GPUs // gpus_per_node); the latest earlier date if `on` is missing."""
+    rows = vc_gpus.filter((pl.col("cluster") == cluster) & (pl.col("date") <= on))
+    if rows.is_empty():
+        rows = vc_gpus.filter(pl.col("cluster") == cluster)
+        if rows.is_empty():
+            return {}
+        on = rows.get_column("date").min()
+        rows = rows.filter(pl.col("date") == on)
+    latest = rows.sort("date").group_by("vc").agg(pl.col("gpus").last())
+    return {vc: int(g) // gpus_per_node for vc, g in latest.iter_rows()}
+
+
+def read_vc_nodes_csv(path: str | Path) -> dict[str, int]:
+    """Read a `vc,nodes` CSV (the artifact's `vc,node num` header is accepted too) into {vc: nodes}."""
+    try:
+        df = pl.read_csv(path, infer_schema=False)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise WorkloadError(f"{path}: cannot read VC sizes: {exc}") from exc
+    nodes_col = next((c for c in ("nodes", "node num", "node_num") if c in df.columns), None)
+    if "vc" not in df.columns or nodes_col is None:
+        raise WorkloadError(f"{path}: expected columns 'vc,nodes', found {','.join(df.columns)}")
+    out = {}
+    for row, (vc, raw) in enumerate(df.select("vc", nodes_col).iter_rows(), start=2):
+        if not raw or not raw.strip().isdigit():
+            raise WorkloadError(f"{path}: row {row}, column {nodes_col!r}: expected a whole number, got {raw!r}")
+        out[vc] = int(raw)
+    return out
+
+
+def scale_nodes(vc_nodes: dict[str, int], factor: float) -> dict[str, int]:
+    """Multiply every VC's node count by factor (rounded, at least one node for a non-empty VC)."""
+    if factor <= 0:
+        raise WorkloadError(f"capacity scale must be > 0, got {factor}")
+    return {vc: max(1, round(n * factor)) if n > 0 else 0 for vc, n in vc_nodes.items()}
+
+
+def _seconds_since(col: str, t0: datetime) -> pl.Expr:
+    return ((pl.col(col) - pl.lit(t0)).dt.total_microseconds() // _US_PER_S).cast(pl.Int64)
+
+
+def to_workload(
+    window: Window,
+    vc_nodes: dict[str, int],
+    predicted_s: np.ndarray | None = None,
+    load_factor: float = 1.0,
+) -> Workload:
+    """Arrays for the engine; VCs absent from vc_nodes get 0 nodes (their jobs are reported unplaceable)."""
+    if load_factor <= 0 or not math.isfinite(load_factor):
+        raise WorkloadError(f"load factor must be a positive number, got {load_factor}")
+    names = window.vcs
+    df = window.jobs.with_columns(
+        _seconds_since("submit_time", window.start).alias("_submit_s"),
+        pl.when(pl.col("start_time").is_not_null())
+        .then(_seconds_since("start_time", window.start))
+        .otherwise(-1)
+        .alias("_start_s"),
+        pl.col("vc").replace_strict(names, list(range(len(names))), default=-1).cast(pl.Int32).alias("_vc"),
+    ).filter(pl.col("_vc") >= 0)
+    submit_s = df.get_column("_submit_s").to_numpy()
+    if load_factor != 1.0:
+        submit_s = np.floor(submit_s / load_factor).astype(np.int64)  # compress inter-arrival times
+    n = df.height
+    pred = np.asarray(predicted_s, dtype=np.float64) if predicted_s is not None else np.zeros(n)
+    return Workload(
+        job_id=df.get_column("job_id").to_numpy().astype(np.int64),
+        vc_index=df.get_column("_vc").to_numpy(),
+        submit_s=submit_s.astype(np.int64),
+        duration_s=df.get_column("duration").fill_null(0).clip(lower_bound=0).to_numpy().astype(np.int64),
+        gpu_num=df.get_column("gpu_num").to_numpy().astype(np.int64),
+        predicted_s=pred,
+        vc_names=names,
+        vc_nodes=tuple(int(vc_nodes.get(v, 0)) for v in names),
+        t0_us=int(pl.Series([window.start]).dt.epoch("us")[0]),
+        recorded_start_s=df.get_column("_start_s").to_numpy().astype(np.int64),
+    )
