@@ -1,0 +1,43 @@
+"""The Dash app factory: `create_app(settings)` builds the dashboard; gunicorn serves `app:server`."""
+
+from __future__ import annotations
+
+import sys
+
+import dash
+from dash import Dash
+
+from components import callbacks, data, explorer, shell
+from components.auth import AuthSettings, install_auth
+from components.health import install_health
+from components.settings import Settings
+
+
+def create_app(settings: Settings | None = None) -> Dash:
+    """Build the dashboard: pages, shell, callbacks, query cache, CSV export, /healthz and access control."""
+    settings = settings or Settings.from_env()
+    app = Dash(
+        __name__,
+        use_pages=True,
+        pages_folder="components/pages",
+        title="Helios Dashboard",
+        update_title=None,
+        meta_tags=[{"name": "viewport", "content": "width=device-width, initial-scale=1"}],
+    )
+    app.server.config["HELIOS_SETTINGS"] = settings
+    data.init_cache(app.server, settings)
+    app.layout = shell.layout
+    callbacks.register(app)
+    # Dash imports every module of components/pages; each page that owns callbacks registers them here.
+    for page in dash.page_registry.values():
+        register = getattr(sys.modules[page["module"]], "register_callbacks", None)
+        if register:
+            register(app)
+    app.server.add_url_rule(dash.get_relative_path("/download/jobs.csv"), "jobs_csv", explorer.csv_view)
+    install_health(app.server, settings)
+    install_auth(app.server, AuthSettings.from_env())
+    return app
+
+
+app = create_app()
+server = app.server

@@ -1,0 +1,430 @@
+"""Pure figure builders: each takes a Polars frame (the output of one query) and returns a go.Figure."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import plotly.graph_objects as go
+import polars as pl
+from plotly.subplots import make_subplots
+
+# Okabe-Ito, the colour-blind-safe palette (yellow last: it is faint on white).
+PALETTE: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442")
+STATE_COLORS: dict[str, str] = {"COMPLETED": "#009E73", "CANCELLED": "#E69F00", "FAILED": "#D55E00"}
+WEEKDAYS: tuple[str, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+MONTHS: tuple[str, ...] = ("", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+POW2_TICKS_S: tuple[int, ...] = (1, 16, 256, 4096, 65536, 1048576)
+POW2_LABELS: tuple[str, ...] = ("1 s", "16 s", "4.3 min", "68 min", "18 h", "12 d")
+TOP_USER_PCTS: tuple[int, ...] = (1, 5, 10, 20)
+SCATTERGL_MIN_POINTS = 50_000
+
+TEMPLATE = go.layout.Template(
+    layout=go.Layout(
+        colorway=list(PALETTE),
+        font={"family": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "size": 13},
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        xaxis={"showgrid": True, "gridcolor": "#e5e7eb", "zeroline": False, "linecolor": "#9ca3af", "automargin": True},
+        yaxis={"showgrid": True, "gridcolor": "#e5e7eb", "zeroline": False, "linecolor": "#9ca3af", "automargin": True},
+        hoverlabel={"namelength": -1},
+        # The legend sits at the foot of the figure so that, when it wraps on a phone, it cannot hide the title.
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "xanchor": "left", "x": 0},
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+    )
+)
+
+
+def style(fig: go.Figure, title: str, x_title: str = "", y_title: str = "") -> go.Figure:
+    """Apply the dashboard's look, a title and axis titles (with units) to fig."""
+    fig.update_layout(template=TEMPLATE, title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}})
+    if x_title:
+        fig.update_layout(xaxis_title_text=x_title)
+    if y_title:
+        fig.update_layout(yaxis_title_text=y_title)
+    return fig
+
+
+def empty_figure(message: str = "No jobs match the current filters.", title: str = "") -> go.Figure:
+    """A blank figure carrying a centred message (for empty selections and errors)."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 14})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return style(fig, title)
+
+
+def _groups(df: pl.DataFrame, col: str = "cluster") -> list[str]:
+    return df[col].unique(maintain_order=True).to_list()
+
+
+def _color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def _scatter(n_points: int):
+    return go.Scattergl if n_points >= SCATTERGL_MIN_POINTS else go.Scatter
+
+
+def utilization_figure(df: pl.DataFrame) -> go.Figure:
+    """GPU utilisation over time per cluster (columns cluster, time, gpu_utilization) with a range slider."""
+    if df.is_empty():
+        return empty_figure(title="GPU utilisation over time")
+    fig = go.Figure()
+    trace = _scatter(df.height)
+    for i, (name, part) in enumerate(df.partition_by("cluster", as_dict=True, maintain_order=True).items()):
+        fig.add_trace(
+            trace(
+                x=part["time"],
+                y=part["gpu_utilization"] * 100,
+                name=str(name[0]),
+                mode="lines",
+                line={"color": _color(i), "width": 1.5},
+                hovertemplate="%{x|%Y-%m-%d %H:%M}<br>%{y:.1f} %<extra>%{fullData.name}</extra>",
+            )
+        )
+    fig.update_xaxes(rangeslider={"visible": True, "thickness": 0.08}, type="date")
+    fig.update_yaxes(range=[0, 105], ticksuffix=" %")
+    return style(fig, "GPU utilisation over time", "time", "GPU utilisation (%)")
+
+
+def running_queued_figure(df: pl.DataFrame) -> go.Figure:
+    """Running and queued GPU jobs over time (columns cluster, time, running_gpujob_num, queued_gpujob_num)."""
+    if df.is_empty():
+        return empty_figure(title="Running and queued GPU jobs")
+    fig = go.Figure()
+    trace = _scatter(df.height)
+    for i, (name, part) in enumerate(df.partition_by("cluster", as_dict=True, maintain_order=True).items()):
+        for col, dash, label in (("running_gpujob_num", "solid", "running"), ("queued_gpujob_num", "dot", "queued")):
+            fig.add_trace(
+                trace(
+                    x=part["time"],
+                    y=part[col],
+                    name=f"{name[0]} {label}",
+                    mode="lines",
+                    line={"color": _color(i), "dash": dash, "width": 1.5},
+                    hovertemplate="%{x|%Y-%m-%d %H:%M}<br>%{y:.0f} jobs<extra>%{fullData.name}</extra>",
+                )
+            )
+    fig.update_xaxes(type="date")
+    return style(fig, "Running and queued GPU jobs", "time", "GPU jobs")
+
+
+def _lines_by_group(df: pl.DataFrame, x: str, y: str, hover: str, group: str = "cluster") -> go.Figure:
+    fig = go.Figure()
+    for i, name in enumerate(_groups(df, group)):
+        part = df.filter(pl.col(group) == name)
+        fig.add_trace(
+            go.Scatter(
+                x=part[x],
+                y=part[y],
+                name=str(name),
+                mode="lines+markers",
+                marker={"size": 5},
+                line={"color": _color(i)},
+                hovertemplate=hover + "<extra>%{fullData.name}</extra>",
+            )
+        )
+    return fig
+
+
+def diurnal_utilization_figure(df: pl.DataFrame) -> go.Figure:
+    """Mean GPU utilisation by hour of day per cluster (columns cluster, hour, gpu_utilization_pct)."""
+    if df.is_empty():
+        return empty_figure(title="GPU utilisation by hour of day")
+    fig = _lines_by_group(df, "hour", "gpu_utilization_pct", "%{x}:00<br>%{y:.1f} %")
+    fig.update_xaxes(range=[-0.5, 23.5], dtick=3)
+    fig.update_yaxes(ticksuffix=" %")
+    return style(fig, "GPU utilisation by hour of day", "hour of day", "mean GPU utilisation (%)")
+
+
+def diurnal_submissions_figure(df: pl.DataFrame) -> go.Figure:
+    """Mean GPU-job submissions per clock hour by hour of day (columns cluster, hour, gpu_jobs_per_hour)."""
+    if df.is_empty():
+        return empty_figure(title="GPU-job submissions by hour of day")
+    fig = _lines_by_group(df, "hour", "gpu_jobs_per_hour", "%{x}:00<br>%{y:.1f} jobs/h")
+    fig.update_xaxes(range=[-0.5, 23.5], dtick=3)
+    return style(fig, "GPU-job submissions by hour of day", "hour of day", "GPU jobs submitted per hour")
+
+
+def submission_heatmap_figure(df: pl.DataFrame) -> go.Figure:
+    """Job submissions by weekday and hour, summed over clusters (columns weekday, hour, jobs)."""
+    if df.is_empty():
+        return empty_figure(title="Submissions by weekday and hour")
+    grid = (
+        pl.DataFrame({"weekday": list(range(7))})
+        .join(pl.DataFrame({"hour": list(range(24))}), how="cross")
+        .join(df.group_by("weekday", "hour").agg(pl.col("jobs").sum()), on=["weekday", "hour"], how="left")
+        .with_columns(pl.col("jobs").fill_null(0))
+        .sort("weekday", "hour")
+    )
+    z = [grid.filter(pl.col("weekday") == d)["jobs"].to_list() for d in range(7)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(24)),
+            y=list(WEEKDAYS),
+            colorscale="Cividis",
+            colorbar={"title": {"text": "jobs"}},
+            hovertemplate="%{y} %{x}:00<br>%{z:,} jobs<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(dtick=3)
+    return style(fig, "Job submissions by weekday and hour", "hour of day", "weekday")
+
+
+def month_label(month: int | date) -> str:
+    """A month as 'Apr' (month number) or 'Apr 2020' (first day of the month)."""
+    if isinstance(month, date):
+        return month.strftime("%b %Y")
+    return MONTHS[month] if 1 <= month <= 12 else str(month)
+
+
+def monthly_figure(df: pl.DataFrame) -> go.Figure:
+    """Monthly single- and multi-GPU job counts (bars) with monthly GPU utilisation (markers, right axis)."""
+    if df.is_empty():
+        return empty_figure(title="Monthly GPU jobs and utilisation")
+    df = df.sort("cluster", "month")
+    x = [[month_label(m) for m in df["month"].to_list()], df["cluster"].to_list()]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for col, name, color, pattern in (
+        ("multi_gpu_jobs", "multi-GPU jobs", PALETTE[0], "/"),
+        ("single_gpu_jobs", "single-GPU jobs", PALETTE[4], ""),
+    ):
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=df[col],
+                name=name,
+                marker={"color": color, "pattern": {"shape": pattern}},
+                hovertemplate="%{x}<br>%{y:,} jobs<extra>" + name + "</extra>",
+            ),
+            secondary_y=False,
+        )
+    if "gpu_utilization_pct" in df.columns:
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=df["gpu_utilization_pct"],
+                name="GPU utilisation",
+                mode="markers",
+                marker={"color": PALETTE[3], "size": 9, "symbol": "diamond"},
+                hovertemplate="%{x}<br>%{y:.1f} %<extra>GPU utilisation</extra>",
+            ),
+            secondary_y=True,
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_yaxes(title_text="GPU jobs submitted", secondary_y=False)
+    fig.update_yaxes(
+        title_text="GPU utilisation (%)",
+        range=[0, 105],
+        tickvals=[0, 25, 50, 75, 100],
+        showgrid=False,
+        automargin=True,
+        secondary_y=True,
+    )
+    return style(fig, "Monthly GPU jobs and utilisation")
+
+
+def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
+    """Per-VC utilisation box plots (precomputed quartiles) with VC size on a right axis; click a box to drill."""
+    if df.is_empty():
+        return empty_figure(title="Utilisation per VC")
+    df = df.sort("gpus", descending=True).head(max_vcs)
+    multi = df["cluster"].n_unique() > 1
+    labels = [f"{c}/{v}" if multi else str(v) for c, v in zip(df["cluster"], df["vc"], strict=True)]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(
+        go.Box(
+            x=labels,
+            q1=df["q1_pct"],
+            median=df["median_pct"],
+            q3=df["q3_pct"],
+            lowerfence=df["whisker_low_pct"],
+            upperfence=df["whisker_high_pct"],
+            mean=df["mean_pct"],
+            customdata=df["vc"].to_list(),
+            name="utilisation",
+            marker={"color": PALETTE[0]},
+            fillcolor="rgba(0,114,178,0.25)",
+        ),
+        secondary_y=False,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=df["gpus"],
+            customdata=df["vc"].to_list(),
+            name="VC size (GPUs)",
+            mode="markers",
+            marker={"color": PALETTE[1], "size": 10, "symbol": "diamond"},
+            hovertemplate="%{x}<br>%{y} GPUs<extra></extra>",
+        ),
+        secondary_y=True,
+    )
+    fig.update_yaxes(title_text="GPU utilisation (%)", range=[0, 105], secondary_y=False)
+    fig.update_yaxes(
+        title_text="VC size (GPUs)",
+        rangemode="tozero",
+        tickmode="auto",
+        nticks=6,
+        showgrid=False,
+        automargin=True,
+        secondary_y=True,
+    )
+    fig.update_layout(clickmode="event")
+    return style(fig, "Utilisation per VC (click a VC to filter)", "virtual cluster")
+
+
+def _log2_seconds_axis(fig: go.Figure) -> None:
+    fig.update_xaxes(type="log", tickvals=list(POW2_TICKS_S), ticktext=list(POW2_LABELS))
+
+
+def cdf_figure(df: pl.DataFrame, title: str, x_title: str, group: str = "cluster") -> go.Figure:
+    """A CDF over log-scaled seconds per group (columns <group>, x_s, pct)."""
+    if df.is_empty():
+        return empty_figure(title=title)
+    fig = _lines_by_group(df, "x_s", "pct", "≤ %{x:,} s<br>%{y:.1f} %", group)
+    _log2_seconds_axis(fig)
+    fig.update_yaxes(range=[0, 101], ticksuffix=" %")
+    return style(fig, title, x_title, "cumulative share of jobs (%)")
+
+
+def duration_cdf_figure(df: pl.DataFrame, kind: str = "gpu") -> go.Figure:
+    """CDF of job duration (columns cluster, x_s, pct) for GPU or CPU jobs, log x as in the paper's Fig 5."""
+    return cdf_figure(df, f"{kind.upper()} job duration CDF", "duration (s, log scale)")
+
+
+def queue_cdf_figure(df: pl.DataFrame) -> go.Figure:
+    """CDF of queueing delay (columns cluster, x_s, pct), log x."""
+    return cdf_figure(df, "GPU job queueing delay CDF", "queueing delay (s, log scale)")
+
+
+def gpu_num_cdf_figure(df: pl.DataFrame, weight: str = "jobs") -> go.Figure:
+    """CDF of GPUs per job (columns cluster, x_gpus, pct) weighted by job count or by GPU time (Fig 6)."""
+    title = "GPUs per job CDF, by " + ("job count" if weight == "jobs" else "GPU time")
+    if df.is_empty():
+        return empty_figure(title=title)
+    fig = _lines_by_group(df, "x_gpus", "pct", "≤ %{x} GPUs<br>%{y:.1f} %")
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(range=[0, 101], ticksuffix=" %")
+    share = "jobs" if weight == "jobs" else "GPU time"
+    return style(fig, title, "GPUs requested", f"cumulative share of {share} (%)")
+
+
+def final_state_figure(df: pl.DataFrame, x: str = "gpu_num", title: str = "Final state by GPUs per job") -> go.Figure:
+    """100 % stacked bars of final-state shares (columns <x>, completed_pct, cancelled_pct, failed_pct)."""
+    if df.is_empty():
+        return empty_figure(title=title)
+    fig = go.Figure()
+    for state in ("COMPLETED", "CANCELLED", "FAILED"):
+        col = f"{state.lower()}_pct"
+        fig.add_trace(
+            go.Bar(
+                x=df[x].cast(pl.String),
+                y=df[col],
+                name=state.lower(),
+                marker={"color": STATE_COLORS[state]},
+                hovertemplate="%{x}<br>%{y:.1f} %<extra>" + state.lower() + "</extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(range=[0, 100.5], ticksuffix=" %")
+    x_title = "GPUs per job" if x == "gpu_num" else x.replace("_", " ")
+    return style(fig, title, x_title, "share of jobs (%)")
+
+
+def concentration_figure(df: pl.DataFrame, metric: str = "gpu_time") -> go.Figure:
+    """Share of a resource held by the top x % of users per cluster (columns cluster, user_pct, share_pct)."""
+    label = {"gpu_time": "GPU time", "cpu_only_time": "CPU-only time", "gpu_queue_time": "GPU queueing time"}[metric]
+    title = f"Users' share of {label}"
+    if df.is_empty():
+        return empty_figure(title=title)
+    fig = _lines_by_group(df, "user_pct", "share_pct", "top %{x} % of users<br>%{y:.1f} % of " + label)
+    fig.update_traces(mode="lines")
+    marks = df.filter(pl.col("user_pct").is_in(list(TOP_USER_PCTS)))
+    fig.add_trace(
+        go.Scatter(
+            x=marks["user_pct"],
+            y=marks["share_pct"],
+            mode="markers",
+            name="top 1/5/10/20 %",
+            marker={"color": "black", "size": 7, "symbol": "circle-open"},
+            customdata=marks["cluster"],
+            hovertemplate="%{customdata}: top %{x} % of users hold %{y:.1f} %<extra></extra>",
+        )
+    )
+    for pct in TOP_USER_PCTS:
+        fig.add_vline(x=pct, line={"color": "#9ca3af", "dash": "dot", "width": 1})
+    fig.update_xaxes(range=[0, 100], ticksuffix=" %")
+    fig.update_yaxes(range=[0, 101], ticksuffix=" %")
+    return style(fig, title, "top users (% of users, by usage)", f"share of {label} (%)")
+
+
+def completion_histogram_figure(df: pl.DataFrame) -> go.Figure:
+    """Number of users per GPU-job completion-ratio bin (columns bin, users), as in Fig 9b."""
+    if df.is_empty():
+        return empty_figure(title="Users by GPU-job completion ratio")
+    fig = go.Figure(
+        go.Bar(
+            x=df["bin"],
+            y=df["users"],
+            marker={"color": PALETTE[2]},
+            hovertemplate="%{x} % completed<br>%{y} users<extra></extra>",
+            name="users",
+        )
+    )
+    fig.update_xaxes(type="category")
+    return style(fig, "Users by GPU-job completion ratio", "completed GPU jobs (%)", "users")
+
+
+def user_jobs_figure(df: pl.DataFrame) -> go.Figure:
+    """One user's jobs over time: submit time vs duration, sized by GPUs, coloured by final state."""
+    if df.is_empty():
+        return empty_figure(title="Jobs over time")
+    fig = go.Figure()
+    groups = df.with_columns(
+        pl.when(pl.col("state").is_in(["COMPLETED", "CANCELLED"])).then(pl.col("state")).otherwise(pl.lit("FAILED"))
+    )
+    for state, color in STATE_COLORS.items():
+        part = groups.filter(pl.col("state") == state)
+        if part.is_empty():
+            continue
+        fig.add_trace(
+            _scatter(part.height)(
+                x=part["submit_time"],
+                y=part["duration"].clip(1),
+                mode="markers",
+                name=state.lower(),
+                marker={"color": color, "size": (part["gpu_num"].clip(0, 64).sqrt() * 3 + 4).to_list(), "opacity": 0.6},
+                customdata=part.select("job_id", "gpu_num").rows(),
+                hovertemplate="job %{customdata[0]}<br>%{x|%Y-%m-%d %H:%M}<br>%{y:,} s, %{customdata[1]} GPUs"
+                "<extra>%{fullData.name}</extra>",
+            )
+        )
+    fig.update_yaxes(
+        type="log", tickvals=[1, 60, 3600, 86_400, 604_800], ticktext=["1 s", "1 min", "1 h", "1 d", "1 wk"]
+    )
+    title = "Jobs over time (size = GPUs)"
+    if "of_jobs" in df.columns and df["of_jobs"][0] > df.height:
+        title += f": a random {df.height:,} of {df['of_jobs'][0]:,} jobs"
+    return style(fig, title, "submit time", "duration (log scale)")
+
+
+def add_reference_lines(fig: go.Figure, ref: pl.DataFrame, x: str, y: str, group: str = "cluster") -> go.Figure:
+    """Overlay published reference curves (dashed, grey-scale markers) on fig; ref has columns <group>, x, y."""
+    for i, name in enumerate(_groups(ref, group)):
+        part = ref.filter(pl.col(group) == name)
+        fig.add_trace(
+            go.Scatter(
+                x=part[x],
+                y=part[y],
+                name=f"{name} (published)",
+                mode="lines",
+                line={"color": _color(i), "dash": "dash", "width": 1.5},
+                opacity=0.8,
+                hovertemplate="%{x}<br>%{y:.1f}<extra>%{fullData.name}</extra>",
+            )
+        )
+    return fig

@@ -1,0 +1,94 @@
+"""Cluster page: utilisation and jobs over time, diurnal and weekly patterns, monthly trends, per-VC utilisation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import dash
+from dash import Dash, Input, Output, State, html, no_update
+
+from components import charts, controls, figures
+from components.callbacks import USER_ERRORS
+from components.controls import figure_card, grid, page_header
+from components.shell import dataset_problem, page_state
+
+dash.register_page(__name__, path="/cluster", name="Cluster", title="Helios Dashboard · Cluster", order=1)
+
+UTIL = "utilization"
+VC = "vc_util"
+
+
+def layout(**params: Any) -> html.Div:
+    """The cluster page for the filters in the URL."""
+    state = page_state(params)
+    header = page_header(
+        "Cluster",
+        "GPU utilisation and load over time (drag the range slider to zoom), daily and weekly rhythms, monthly "
+        "trends and utilisation per virtual cluster. Click a VC to filter the whole dashboard to it.",
+    )
+    problem = dataset_problem(state)
+    if problem:
+        return html.Div([header, problem])
+    return html.Div(
+        [
+            header,
+            grid([figure_card(UTIL, state, 420)], {"xs": 12}),
+            grid([figure_card("running_queued", state)], {"xs": 12}),
+            grid([figure_card("diurnal_util", state), figure_card("diurnal_submit", state)]),
+            grid([figure_card("heatmap", state), figure_card("monthly", state)]),
+            grid([figure_card(VC, state, 440)], {"xs": 12}),
+        ]
+    )
+
+
+def visible_window(relayout: dict[str, Any] | None) -> tuple[datetime | None, datetime | None] | None:
+    """The x window a relayout event asks for: (x0, x1), (None, None) to reset, or None when x did not change."""
+    if not relayout:
+        return None
+    if relayout.get("xaxis.autorange"):
+        return (None, None)
+    bounds = relayout.get("xaxis.range") or [relayout.get("xaxis.range[0]"), relayout.get("xaxis.range[1]")]
+    if not bounds or bounds[0] is None or bounds[1] is None:
+        return None
+    x0, x1 = (datetime.fromisoformat(str(b).replace("T", " ")[:19]) for b in bounds)
+    return (x0, x1) if x0 < x1 else None
+
+
+def zoom_utilization(relayout: dict[str, Any] | None, spec: dict[str, Any]):
+    """Redraw the utilisation series at the resolution the zoomed window needs, keeping the zoom."""
+    window = visible_window(relayout)
+    if window is None:
+        return no_update
+    try:
+        df = charts.utilization_window(spec, *window)
+    except USER_ERRORS as exc:
+        return figures.empty_figure(str(exc))
+    fig = figures.utilization_figure(df)
+    if window[0] is not None:
+        fig.update_xaxes(range=[window[0], window[1]])
+    return fig
+
+
+def drill_to_vc(click: dict[str, Any] | None):
+    """Filter the dashboard to the VC whose box or marker was clicked."""
+    points = (click or {}).get("points")
+    if not points:
+        return no_update
+    vc = points[0].get("customdata")
+    return [vc] if isinstance(vc, str) else no_update
+
+
+def register_callbacks(app: Dash) -> None:
+    """Register this page's callbacks on app."""
+    app.callback(
+        Output({"type": controls.GRAPH, "name": UTIL}, "figure", allow_duplicate=True),
+        Input({"type": controls.GRAPH, "name": UTIL}, "relayoutData"),
+        State({"type": controls.SPEC, "name": UTIL}, "data"),
+        prevent_initial_call=True,
+    )(zoom_utilization)
+    app.callback(
+        Output(controls.VCS, "value", allow_duplicate=True),
+        Input({"type": controls.GRAPH, "name": VC}, "clickData"),
+        prevent_initial_call=True,
+    )(drill_to_vc)

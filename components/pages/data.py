@@ -1,0 +1,118 @@
+"""Data page: the datasets present, their period, size, source, attribution and data-quality report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+from analytics.quality import summary_lines
+from analytics.store import Dataset
+from components import data
+from components.controls import page_header
+
+dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard · Data", order=5)
+
+
+def folder_size_bytes(path: Path) -> int:
+    """Total size of the files in a dataset folder."""
+    return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+
+
+def human_bytes(n: float) -> str:
+    """A byte count as B, KiB, MiB or GiB."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _text(value: Any) -> str:
+    if value is None or value == "" or value == [] or value == {}:
+        return "–"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _count(value: Any) -> str:
+    if isinstance(value, dict):
+        return "(" + ", ".join(f"{k} {_count(v)}" for k, v in value.items()) + ")"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _row_counts(meta: dict[str, Any]) -> str:
+    counts = meta.get("row_counts") or {}
+    if isinstance(counts, dict):
+        return "; ".join(f"{k.replace('_', ' ')}: {_count(v)}" for k, v in counts.items()) or "–"
+    return _text(counts)
+
+
+def _period(meta: dict[str, Any]) -> str:
+    period = meta.get("period")
+    if isinstance(period, dict) and {"start", "end"} <= set(period):
+        return f"{period['start']} → {period['end']}"
+    return _text(period)
+
+
+def quality_block(quality: Any) -> html.Div:
+    """The data-quality report of a dataset: its summary lines, with the full report folded below."""
+    if not quality:
+        return html.P("No data-quality report recorded.", className="text-muted small mb-0")
+    try:
+        lines = summary_lines(quality)
+    except (KeyError, TypeError, IndexError):
+        lines = ["(report in an unexpected format, shown in full below)"]
+    raw = html.Details(
+        [html.Summary("full report", className="small"), html.Pre(json.dumps(quality, indent=2, default=str))],
+        className="quality-json small",
+    )
+    return html.Div([html.Ul([html.Li(line) for line in lines], className="small mb-1"), raw])
+
+
+def dataset_card(ds: Dataset) -> dbc.Card:
+    """Everything known about one dataset."""
+    meta = ds.meta
+    facts = [
+        ("source", _text(meta.get("source"))),
+        ("format", _text(meta.get("format"))),
+        ("clusters", _text(meta.get("clusters"))),
+        ("period", _period(meta)),
+        ("rows", _row_counts(meta)),
+        ("size on disk", human_bytes(folder_size_bytes(ds.path))),
+        ("version", ds.version),
+    ]
+    return dbc.Card(
+        [
+            dbc.CardHeader(html.H5(ds.name, className="mb-0")),
+            dbc.CardBody(
+                [
+                    html.Dl(
+                        [el for k, v in facts for el in (html.Dt(k), html.Dd(v))],
+                        className="stat-list small",
+                    ),
+                    html.H6("Attribution"),
+                    dcc.Markdown(_text(meta.get("attribution")), className="small"),
+                    html.H6("Data quality"),
+                    quality_block(meta.get("quality")),
+                ]
+            ),
+        ],
+        className="mb-3 shadow-sm",
+    )
+
+
+def layout(**_params: Any) -> html.Div:
+    """The data page (it ignores the filters)."""
+    header = page_header("Data", "The datasets in the data folder, where they come from and how clean they are.")
+    datasets = data.list_datasets()
+    if not datasets:
+        return html.Div([header, dbc.Alert(["No dataset yet: run ", html.Code("helios demo"), "."], color="warning")])
+    return html.Div([header, dbc.Row([dbc.Col(dataset_card(d), xs=12, xl=6) for d in datasets])])

@@ -1,0 +1,31 @@
+"""Typed settings of the web app, read from the environment only when the app is built."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the data and the query cache live, and how the server behaves."""
+
+    data_dir: Path | None = None  # None = analytics.store.data_dir() ($HELIOS_DATA_DIR or ./data)
+    cache_dir: Path = Path(tempfile.gettempdir()) / "helios-cache"
+    redis_url: str | None = None
+    cache_timeout_s: int = 24 * 3600
+    default_dataset: str = "helios-synth"
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """Build settings from HELIOS_DATA_DIR, HELIOS_CACHE_DIR, HELIOS_REDIS_URL and HELIOS_CACHE_TIMEOUT_S."""
+        data = os.environ.get("HELIOS_DATA_DIR")
+        return cls(
+            data_dir=Path(data) if data else None,
+            cache_dir=Path(os.environ.get("HELIOS_CACHE_DIR", str(cls.cache_dir))),
+            redis_url=os.environ.get("HELIOS_REDIS_URL") or None,
+            cache_timeout_s=int(os.environ.get("HELIOS_CACHE_TIMEOUT_S", str(cls.cache_timeout_s))),
+            default_dataset=os.environ.get("HELIOS_DEFAULT_DATASET", cls.default_dataset),
+        )

@@ -1,0 +1,202 @@
+"""Small, deterministic datasets and a test app for the dashboard tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from analytics import store
+
+CLUSTERS: tuple[str, ...] = ("Venus", "Earth")
+VCS: dict[str, tuple[str, ...]] = {"Venus": ("vcA", "vcB"), "Earth": ("vcC", "vcD", "vcE")}
+START = datetime(2020, 4, 1)
+DAYS = 21
+
+
+def make_jobs(n_jobs: int = 3000, seed: int = 7, clusters: tuple[str, ...] = CLUSTERS) -> pl.DataFrame:
+    """A small Helios-like jobs table: CPU and GPU jobs, several users, VCs and final states."""
+    rng = np.random.default_rng(seed)
+    cluster = rng.choice(list(clusters), n_jobs)
+    vc = [rng.choice(VCS.get(c, ("vc0",))) for c in cluster]
+    gpu = rng.choice([0, 0, 1, 1, 1, 2, 4, 8, 16], n_jobs)
+    submit_s = np.sort(rng.integers(0, DAYS * 86_400, n_jobs))
+    queue_s = np.where(rng.random(n_jobs) < 0.6, 0, rng.integers(1, 4000, n_jobs))
+    duration_s = rng.integers(1, 40_000, n_jobs)
+    submit = [START + timedelta(seconds=int(s)) for s in submit_s]
+    start = [t + timedelta(seconds=int(q)) for t, q in zip(submit, queue_s, strict=True)]
+    end = [t + timedelta(seconds=int(d)) for t, d in zip(start, duration_s, strict=True)]
+    return pl.DataFrame(
+        {
+            "cluster": cluster,
+            "job_id": np.arange(1, n_jobs + 1),
+            "user": [f"u{u:03d}" for u in rng.integers(0, 40, n_jobs)],
+            "vc": vc,
+            "gpu_num": gpu,
+            "cpu_num": rng.integers(1, 16, n_jobs).astype(float),
+            "node_num": np.maximum(1, gpu // 8),
+            "state": rng.choice(["COMPLETED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT"], n_jobs),
+            "submit_time": submit,
+            "start_time": start,
+            "end_time": end,
+            "duration": duration_s,
+            "queue": queue_s,
+        }
+    )
+
+
+def make_vc_gpus(clusters: tuple[str, ...] = CLUSTERS) -> pl.DataFrame:
+    """Daily GPUs per VC for the small dataset (64 GPUs per VC)."""
+    rows = [
+        {"cluster": c, "vc": v, "date": date(2020, 4, 1) + timedelta(days=d), "gpus": 64}
+        for c in clusters
+        for v in VCS.get(c, ("vc0",))
+        for d in range(DAYS + 1)
+    ]
+    return pl.DataFrame(rows)
+
+
+def write_small(name: str, root, n_jobs: int = 3000, clusters: tuple[str, ...] = CLUSTERS) -> store.Dataset:
+    """Write a small dataset under root."""
+    meta = {
+        "source": "test fixture",
+        "format": "synthetic",
+        "clusters": list(clusters),
+        "period": {"start": "2020-04-01", "end": "2020-04-22"},
+        "row_counts": {"jobs": n_jobs},
+        "quality": {
+            "rows_in": n_jobs + 2,
+            "rows_out": n_jobs,
+            "issues": {
+                "negative_gpu_num": {
+                    "count": 2,
+                    "action": "dropped",
+                    "examples": [{"file": "cluster_log.csv", "row": 17, "detail": "gpu_num = -1"}],
+                }
+            },
+            "null_counts": {"job_name": n_jobs},
+            "absent_columns": ["job_name"],
+        },
+        "attribution": "Made up for tests.",
+    }
+    return store.write_dataset(name, make_jobs(n_jobs, clusters=clusters), make_vc_gpus(clusters), meta, root=root)
+
+
+@pytest.fixture(scope="session", name="write_small")
+def write_small_fixture():
+    """The write_small helper, for session-scoped fixtures elsewhere in this folder."""
+    return write_small
+
+
+@pytest.fixture
+def small_data(data_root):
+    """The data folder holding `helios-synth` (two clusters) and `philly-mini` (one cluster)."""
+    write_small("helios-synth", data_root)
+    write_small("philly-mini", data_root, n_jobs=800, clusters=("Philly",))
+    return data_root
+
+
+@pytest.fixture
+def dash_app(small_data, tmp_path):
+    """A dashboard app over the small datasets with its own cache folder."""
+    from app import create_app
+    from components.settings import Settings
+
+    return create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache"))
+
+
+# --- Driving the app through Dash's callback endpoint -------------------------------------------------
+
+ROUTER_OUTPUT = ".._pages_content.children..._pages_store.data.."
+GRAPH_OUTPUT = '{"name":["MATCH"],"type":"graph"}.figure'
+
+
+def post_callback(client, output: str, outputs, inputs: list[dict], state: list[dict] | None = None) -> dict:
+    """POST one callback request and return its decoded response (asserting HTTP 200 or 204)."""
+    changed = [
+        f"{json.dumps(i['id'], separators=(',', ':')) if isinstance(i['id'], dict) else i['id']}.{i['property']}"
+        for i in inputs
+    ]
+    payload = {"output": output, "outputs": outputs, "inputs": inputs, "state": state or [], "changedPropIds": changed}
+    resp = client.post("/_dash-update-component", json=payload)
+    assert resp.status_code in (200, 204), resp.get_data(as_text=True)[:2000]
+    return resp.get_json() if resp.status_code == 200 else {}
+
+
+def render_page(client, path: str, search: str = "") -> Any:
+    """The layout the pages router returns for a URL."""
+    outputs = [{"id": "_pages_content", "property": "children"}, {"id": "_pages_store", "property": "data"}]
+    inputs = [
+        {"id": "_pages_location", "property": "pathname", "value": path},
+        {"id": "_pages_location", "property": "search", "value": search},
+    ]
+    return post_callback(client, ROUTER_OUTPUT, outputs, inputs)["response"]["_pages_content"]["children"]
+
+
+def walk(node: Any) -> Iterator[dict]:
+    """Every component (as JSON) in a layout tree."""
+    if isinstance(node, list):
+        for item in node:
+            yield from walk(item)
+    elif isinstance(node, dict) and "props" in node:
+        yield node
+        for value in node["props"].values():
+            yield from walk(value)
+
+
+def find(layout: Any, component_id: Any) -> dict | None:
+    """The props of the component with this id, or None."""
+    return next((n["props"] for n in walk(layout) if n["props"].get("id") == component_id), None)
+
+
+def graph_specs(layout: Any) -> list[dict]:
+    """The data specs of every figure card in a layout."""
+    return [
+        n["props"]["data"]
+        for n in walk(layout)
+        if isinstance(n["props"].get("id"), dict) and n["props"]["id"].get("type") == "graph-spec"
+    ]
+
+
+def render_graph(client, spec: dict) -> dict:
+    """The figure the MATCH render callback returns for a figure card spec."""
+    gid = {"name": spec["name"], "type": "graph"}
+    inputs = [{"id": {"name": spec["name"], "type": "graph-spec"}, "property": "data", "value": spec}]
+    out = post_callback(client, GRAPH_OUTPUT, {"id": gid, "property": "figure"}, inputs)
+    return out["response"][json.dumps(gid, separators=(",", ":"))]["figure"]
+
+
+class DashClient:
+    """A Flask test client plus the page and figure helpers above."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def page(self, path: str, search: str = "") -> Any:
+        """The layout the pages router returns for a URL."""
+        return render_page(self.client, path, search)
+
+    def figure(self, spec: dict) -> dict:
+        """The figure drawn for a card spec."""
+        return render_graph(self.client, spec)
+
+    def callback(self, output: str, outputs, inputs: list[dict], state: list[dict] | None = None) -> dict:
+        """Any callback request."""
+        return post_callback(self.client, output, outputs, inputs, state)
+
+    specs = staticmethod(graph_specs)
+    find = staticmethod(find)
+    walk = staticmethod(walk)
+
+
+@pytest.fixture
+def ui(dash_app):
+    """A DashClient over the small-data app, after the first request has set up the pages router."""
+    client = dash_app.server.test_client()
+    assert client.get("/").status_code == 200
+    return DashClient(client)

@@ -1,0 +1,223 @@
+"""Browser tests: real headless Chromium against the app served by gunicorn on a free port over small datasets."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the dashboard server exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the dashboard server did not answer on {url} within {timeout_s:g} s")
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """Chromium's path; a missing browser fails the run when REQUIRE_BROWSER=1 and skips the test otherwise."""
+    if shutil.which(CHROMIUM) is None:
+        reason = f"Chromium not found at {CHROMIUM} (apt-get install -y chromium chromium-driver)"
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(reason + " and REQUIRE_BROWSER=1")
+        pytest.skip(reason)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory, chromium_path, write_small) -> str:
+    """Serve the app with gunicorn (1 worker, 4 threads) over small datasets; yields its base URL."""
+    root = tmp_path_factory.mktemp("browser")
+    data = root / "data"
+    write_small("helios-synth", data)
+    write_small("philly-mini", data, n_jobs=800, clusters=("Philly",))
+    port = _free_port()
+    env = {**os.environ, "HELIOS_DATA_DIR": str(data), "HELIOS_CACHE_DIR": str(root / "cache")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "app:server",
+        "--workers",
+        "1",
+        "--threads",
+        "4",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--timeout",
+        "60",
+    ]
+    url = f"http://127.0.0.1:{port}"
+    with (root / "server.log").open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            _wait_until_up(url + "/", proc)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    """One headless Chromium for the session."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh 1440x900 tab that records console errors in page.errors."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
+    tab = context.new_page()
+    tab.errors = []
+    tab.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
+    tab.on("pageerror", lambda e: tab.errors.append(str(e)))
+    yield tab
+    context.close()
+
+
+PAGES: tuple[str, ...] = ("/", "/cluster", "/jobs", "/users", "/compare", "/data")
+PLOTS = ".js-plotly-plot .main-svg"
+
+
+def open_page(tab, url: str) -> None:
+    """Navigate and wait until the callbacks have settled."""
+    tab.goto(url)
+    tab.wait_for_load_state("networkidle")
+
+
+def trace_names(tab, title: str) -> list[str]:
+    """The trace names of the figure whose title is `title`."""
+    plot = tab.locator(".js-plotly-plot", has=tab.locator(f"text.gtitle:text-is('{title}')"))
+    return plot.evaluate("el => el.data.map(t => t.name)")
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_opens_without_console_errors(page, server_url, path):
+    open_page(page, server_url + path)
+    assert page.locator(".navbar-brand").inner_text() == "Helios Dashboard"
+    if path in ("/cluster", "/jobs", "/users", "/compare"):
+        page.wait_for_function(f"document.querySelectorAll('{PLOTS}').length >= 4")
+        assert page.locator("text=No jobs match the current filters.").count() == 0
+    assert page.errors == []
+
+
+def test_changing_a_filter_updates_the_url_and_the_figures(page, server_url):
+    open_page(page, server_url + "/jobs")
+    page.wait_for_selector("text.gtitle:text-is('CPU job duration CDF')")
+    assert trace_names(page, "CPU job duration CDF") == ["Earth", "Venus"]
+    page.locator("label:has-text('GPU jobs')").first.click()
+    page.wait_for_url("**kind=gpu**")
+    page.wait_for_selector("text=No jobs match the current filters.")  # CPU jobs are filtered out
+    assert trace_names(page, "GPU job duration CDF") == ["Earth", "Venus"]
+    assert page.errors == []
+
+
+def test_a_shared_url_restores_the_same_view(page, server_url):
+    shared = server_url + "/jobs?ds=helios-synth&cluster=Venus&kind=gpu&gmin=2"
+    open_page(page, shared)
+    page.wait_for_selector("text.gtitle:text-is('GPU job duration CDF')")
+    assert trace_names(page, "GPU job duration CDF") == ["Venus"]
+    assert page.locator("#f-clusters").inner_text().strip().startswith("Venus")
+    assert page.locator("#f-gpu-min").input_value() == "2"
+    page.reload()
+    page.wait_for_load_state("networkidle")
+    assert page.url == shared
+    assert trace_names(page, "GPU job duration CDF") == ["Venus"]
+    assert page.locator("#nav-users").get_attribute("href") == "/users?ds=helios-synth&cluster=Venus&kind=gpu&gmin=2"
+    assert page.errors == []
+
+
+def test_clicking_a_vc_drills_the_dashboard_down_to_it(page, server_url):
+    open_page(page, server_url + "/cluster")
+    title = "Utilisation per VC (click a VC to filter)"
+    page.wait_for_selector(f"text.gtitle:text-is('{title}')")
+    plot = page.locator(".js-plotly-plot", has=page.locator(f"text.gtitle:text-is('{title}')"))
+    plot.scroll_into_view_if_needed()
+    plot.locator("g.trace.boxes path.box").first.click(force=True)
+    page.wait_for_url("**vc=**")
+    assert "vc=vcC" in page.url  # the largest VC comes first; all have 64 GPUs, so the first one is Earth/vcC
+    page.wait_for_load_state("networkidle")
+    assert page.locator("#f-vcs").inner_text().strip().startswith("vcC")
+    assert page.errors == []
+
+
+def test_the_job_explorer_pages_through_the_server(page, server_url):
+    open_page(page, server_url + "/jobs?cluster=Earth")
+    page.wait_for_selector("#jobs-grid .ag-row")
+    status = page.locator("#jobs-status").inner_text()
+    assert status.endswith(" jobs") and int(status.split()[0].replace(",", "")) > 100
+    first = page.locator("#jobs-grid .ag-row[row-index='0'] [col-id='cluster']").inner_text()
+    assert first == "Earth"
+    assert page.errors == []
+
+
+def test_the_compare_overlay_switch_draws_the_published_curves_and_lands_in_the_url(page, server_url):
+    open_page(page, server_url + "/compare")
+    title = "GPU job duration CDF"
+    page.wait_for_selector(f"text.gtitle:text-is('{title}')")
+    assert not any(n.endswith("(published)") for n in trace_names(page, title))
+    page.locator("#compare-overlay").check()
+    page.wait_for_url("**ref=1**")
+    page.wait_for_function(
+        "Array.from(document.querySelectorAll('.js-plotly-plot')).some("
+        "el => (el.data || []).some(t => (t.name || '').endsWith('(published)')))"
+    )
+    assert "Helios Venus (published)" in trace_names(page, title)
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_pages_fit_a_phone_screen(browser, server_url, path):
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    tab = context.new_page()
+    try:
+        open_page(tab, server_url + path)
+        tab.wait_for_function("document.querySelectorAll('[data-dash-is-loading=true]').length === 0")
+        assert tab.evaluate("document.documentElement.scrollWidth") <= 390  # nothing sticks out sideways
+        assert not tab.locator("#filter-collapse").is_visible()  # the filters start folded on a phone
+        tab.locator("#filter-toggle").click()
+        tab.wait_for_selector("#f-dataset", state="visible")
+    finally:
+        context.close()

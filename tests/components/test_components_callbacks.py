@@ -1,0 +1,296 @@
+"""Callbacks on small datasets: URL <-> filters, options, drill-downs, zoom, CSV downloads and the job explorer."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import json
+from datetime import datetime
+from types import SimpleNamespace
+
+import pytest
+
+from components import callbacks, charts, controls, explorer
+from components.state import empty_state, to_filter
+
+
+@pytest.fixture
+def pages(dash_app):
+    """The page modules, as Dash imported them when the app was built."""
+    return SimpleNamespace(
+        **{n: importlib.import_module(f"components.pages.{n}") for n in ("cluster", "jobs", "users")}
+    )
+
+
+SYNC_OUTPUTS = [
+    ("url", "search"),
+    ("filter-state", "data"),
+    ("url-alert", "children"),
+    *callbacks.FILTER_INPUTS,
+    *callbacks.OPTION_OUTPUTS,
+]
+SYNC_OUTPUT = ".." + "...".join(f"{i}.{p}" for i, p in SYNC_OUTPUTS) + ".."
+
+
+def sync(ui, trigger: tuple[str, str], search: str = "", values: list | None = None) -> dict:
+    """Call the URL/filter-bar callback as the browser would, with one changed input."""
+    values = values if values is not None else callbacks.state_to_controls(empty_state("helios-synth"))
+    inputs = [
+        {"id": "url", "property": "search", "value": search},
+        {"id": "filter-reset", "property": "n_clicks", "value": None},
+    ]
+    inputs += [{"id": i, "property": p, "value": v} for (i, p), v in zip(callbacks.FILTER_INPUTS, values, strict=True)]
+    payload = {
+        "output": SYNC_OUTPUT,
+        "outputs": [{"id": i, "property": p} for i, p in SYNC_OUTPUTS],
+        "inputs": inputs,
+        "state": [],
+        "changedPropIds": [f"{trigger[0]}.{trigger[1]}"],
+    }
+    if trigger[0] == "filter-reset":
+        inputs[1]["value"] = 1
+    resp = ui.client.post("/_dash-update-component", json=payload)
+    assert resp.status_code == 200, resp.get_data(as_text=True)[:500]
+    return resp.get_json()["response"]
+
+
+def test_a_shared_url_sets_every_filter_control(ui):
+    out = sync(ui, ("url", "search"), "?ds=philly-mini&cluster=Philly&kind=gpu&gmin=2&start=2020-04-02&state=FAILED")
+    assert "url" not in out  # the URL is left as it is
+    assert out["f-dataset"]["value"] == "philly-mini"
+    assert out["f-clusters"]["value"] == ["Philly"]
+    assert out["f-kind"]["value"] == "gpu" and out["f-gpu-min"]["value"] == 2
+    assert out["f-dates"]["start_date"] == "2020-04-02" and out["f-states"]["value"] == ["FAILED"]
+    assert out["filter-state"]["data"]["dataset"] == "philly-mini"
+    assert out["f-clusters"]["options"] == ["Philly"]  # options come with the values they must contain
+
+
+def test_a_bad_url_parameter_shows_a_warning(ui):
+    out = sync(ui, ("url", "search"), "?kind=tpu")
+    assert "kind='tpu'" in json.dumps(out["url-alert"]["children"])
+    assert out["f-kind"]["value"] == "all"
+
+
+def test_changing_a_control_rewrites_the_url(ui):
+    values = callbacks.state_to_controls(empty_state("helios-synth"))
+    values[1] = ["Venus"]
+    values[5] = "cpu"
+    out = sync(ui, ("f-clusters", "value"), values=values)
+    assert out["url"]["search"] == "?ds=helios-synth&cluster=Venus&kind=cpu"
+    assert out["filter-state"]["data"]["clusters"] == ["Venus"]
+    assert "f-clusters" not in out or "value" not in out["f-clusters"]  # the control keeps its own value
+    assert out["f-vcs"]["options"] == ["vcA", "vcB"]  # the VCs of the chosen cluster
+
+
+def test_changing_the_dataset_clears_its_dataset_specific_filters(ui):
+    values = callbacks.state_to_controls(empty_state("philly-mini"))
+    values[1], values[2], values[9] = ["Venus"], ["vcA"], ["u001"]
+    out = sync(ui, ("f-dataset", "value"), values=values)
+    assert out["url"]["search"] == "?ds=philly-mini"
+    assert out["f-clusters"]["value"] == [] and out["f-vcs"]["value"] == [] and out["f-users"]["value"] == []
+
+
+def test_reset_keeps_only_the_dataset(ui):
+    values = callbacks.state_to_controls(empty_state("helios-synth"))
+    values[5] = "gpu"
+    out = sync(ui, ("filter-reset", "n_clicks"), values=values)
+    assert out["url"]["search"] == "?ds=helios-synth" and out["f-kind"]["value"] == "all"
+
+
+def test_filter_options_follow_the_dataset_and_chosen_clusters(dash_app):
+    with dash_app.server.test_request_context():
+        clusters, vcs, users_, first, last = callbacks.filter_options("helios-synth", ["Venus"])
+        assert clusters == ["Earth", "Venus"] and vcs == ["vcA", "vcB"]
+        assert len(users_) == 40 and first == "2020-04-01" and last <= "2020-04-22"
+        assert callbacks.filter_options("missing", None) == ([], [], [], None, None)
+
+
+def test_nav_links_keep_the_filters_and_mark_the_page(dash_app):
+    state = empty_state("helios-synth")
+    state["clusters"] = ["Venus"]
+    links = {item.children.children: item.children for item in controls.nav_links(state, "/jobs")}
+    assert list(links)[:6] == ["Overview", "Cluster", "Jobs", "Users", "Compare", "Data"]
+    assert links["Jobs"].href == "/jobs?ds=helios-synth&cluster=Venus" and links["Jobs"].active
+    assert not any(link.active for name, link in links.items() if name != "Jobs")
+
+
+def test_clicking_a_vc_filters_to_it(pages):
+    click = {"points": [{"x": "Earth/vcC", "customdata": "vcC"}]}
+    assert pages.cluster.drill_to_vc(click) == ["vcC"]
+    assert pages.cluster.drill_to_vc({"points": []}) is callbacks.no_update
+
+
+def test_clicking_a_user_name_opens_the_user_view(pages):
+    assert pages.users.open_user({"colId": "user", "value": "u007"}) == ["u007"]
+    assert pages.users.open_user({"colId": "cluster", "value": "Earth"}) is callbacks.no_update
+
+
+@pytest.mark.parametrize(
+    ("relayout", "expected"),
+    [
+        (
+            {"xaxis.range[0]": "2020-04-03 00:00:00", "xaxis.range[1]": "2020-04-03 12:00:00.5"},
+            (datetime(2020, 4, 3), datetime(2020, 4, 3, 12)),
+        ),
+        ({"xaxis.range": ["2020-04-03T06:00:00", "2020-04-05"]}, (datetime(2020, 4, 3, 6), datetime(2020, 4, 5))),
+        ({"xaxis.autorange": True}, (None, None)),
+        ({"autosize": True}, None),
+        (None, None),
+    ],
+)
+def test_visible_window_reads_plotly_relayout_events(relayout, expected, pages):
+    assert pages.cluster.visible_window(relayout) == expected
+
+
+def test_zooming_in_fetches_finer_utilisation_for_the_window_only(dash_app, pages):
+    spec = {"name": "utilization", "state": empty_state("helios-synth")}
+    with dash_app.server.test_request_context():
+        coarse = charts.utilization_window(spec)
+        x0, x1 = datetime(2020, 4, 5), datetime(2020, 4, 5, 12)
+        zoomed = charts.utilization_window(spec, x0, x1)
+        fig = pages.cluster.zoom_utilization({"xaxis.range[0]": str(x0), "xaxis.range[1]": str(x1)}, spec)
+    inside = zoomed.filter(zoomed["time"].is_between(x0, x1))
+    assert inside.height > 10 * coarse.filter(coarse["time"].is_between(x0, x1)).height
+    assert (
+        zoomed.filter(~zoomed["time"].is_between(x0, x1)).height
+        == coarse.filter(~coarse["time"].is_between(x0, x1)).height
+    )
+    assert [str(v)[:10] for v in fig.layout.xaxis.range] == ["2020-04-05", "2020-04-05"]
+
+
+def test_utilisation_step_follows_the_zoom():
+    assert charts.utilization_every(3600) == "1m"
+    assert charts.utilization_every(3 * 86_400) == "10m"
+    assert charts.utilization_every(60 * 86_400) == "1h"
+
+
+def test_a_figure_csv_holds_the_figure_data(dash_app):
+    spec = {"name": "duration_gpu", "state": {**empty_state("helios-synth"), "clusters": ["Venus"]}}
+    with dash_app.server.test_request_context():
+        sent = callbacks.download_csv(1, spec)
+    rows = list(csv.DictReader(io.StringIO(sent["content"])))
+    assert sent["filename"] == "helios-duration_gpu.csv"
+    assert {r["cluster"] for r in rows} == {"Venus"} and len(rows) == 22
+    assert float(rows[-1]["pct"]) == pytest.approx(100.0)
+
+
+def test_a_bad_filter_is_shown_on_the_figure(dash_app):
+    spec = {"name": "duration_gpu", "state": {**empty_state("helios-synth"), "gpu_min": 8, "gpu_max": 2}}
+    with dash_app.server.test_request_context():
+        fig = callbacks.render_figure(spec)
+    assert "gpu_min 8 > gpu_max 2" in fig.layout.annotations[0].text
+
+
+def test_the_compare_overlay_adds_the_published_curves(dash_app):
+    spec = {
+        "name": "cmp_duration_gpu",
+        "state": empty_state("helios-synth"),
+        "datasets": ["helios-synth", "philly-mini"],
+        "overlay": True,
+    }
+    with dash_app.server.test_request_context():
+        fig, df = charts.render(spec)
+    names = [t.name for t in fig.data]
+    assert names[:3] == ["helios-synth Earth", "helios-synth Venus", "philly-mini Philly"]
+    assert "Helios Venus (published)" in names and len(names) == 7
+    assert set(df["cluster"]) == set(names[:3])
+
+
+def test_the_leaderboard_ranks_users_by_gpu_hours(dash_app, pages):
+    with dash_app.server.test_request_context():
+        rows = pages.users.leaderboard_rows(empty_state("helios-synth"))
+    hours = [r["gpu_hours"] for r in rows]
+    assert hours == sorted(hours, reverse=True) and len(rows) == 80  # 40 users on each of 2 clusters
+    assert 0 <= rows[0]["completion_pct"] <= 100
+
+
+def test_the_job_explorer_pages_sorts_and_filters_on_the_server(dash_app, pages):
+    state = {**empty_state("helios-synth"), "clusters": ["Earth"]}
+    request = {
+        "startRow": 0,
+        "endRow": 50,
+        "sortModel": [{"colId": "gpu_num", "sort": "desc"}],
+        "filterModel": {"state": {"filterType": "text", "type": "equals", "filter": "FAILED"}},
+    }
+    with dash_app.server.test_request_context():
+        response, href, status = pages.jobs.get_rows(request, state)
+    rows = response["rowData"]
+    assert len(rows) == 50 and response["rowCount"] > 50
+    assert {r["cluster"] for r in rows} == {"Earth"} and {r["state"] for r in rows} == {"FAILED"}
+    assert [r["gpu_num"] for r in rows] == sorted((r["gpu_num"] for r in rows), reverse=True)
+    assert status == f"{response['rowCount']:,} jobs"
+    assert href.startswith("/download/jobs.csv?ds=helios-synth&cluster=Earth&grid_filter=")
+
+
+def test_grid_filters_become_bound_parameters():
+    where, params = explorer.grid_where(
+        {
+            "user": {"filterType": "text", "type": "contains", "filter": "'; DROP TABLE jobs; --"},
+            "duration": {"filterType": "number", "type": "inRange", "filter": 10, "filterTo": 20},
+            "submit_time": {"filterType": "date", "type": "greaterThan", "dateFrom": "2020-04-02 00:00:00"},
+        }
+    )
+    assert where == ('CAST("user" AS VARCHAR) ILIKE ? AND "duration" BETWEEN ? AND ? AND "submit_time" > ?')
+    assert params == ["%'; DROP TABLE jobs; --%", 10.0, 20.0, datetime(2020, 4, 2)]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"nope": {"filterType": "text", "type": "equals", "filter": "x"}},
+        {"duration": {"filterType": "number", "type": "equals", "filter": "ten"}},
+        {"state": {"filterType": "text", "type": "regex", "filter": "x"}},
+    ],
+)
+def test_bad_grid_filters_are_refused_with_a_message(bad):
+    with pytest.raises(explorer.GridFilterError):
+        explorer.grid_where(bad)
+
+
+def test_grid_sort_only_accepts_known_columns():
+    assert explorer.order_by([{"colId": "queue", "sort": "asc"}]).startswith('"queue" ASC NULLS LAST')
+    with pytest.raises(explorer.GridFilterError, match="unknown column"):
+        explorer.order_by([{"colId": "1; DROP", "sort": "asc"}])
+
+
+def test_csv_export_streams_every_filtered_row(ui, dash_app):
+    grid_filter = json.dumps({"gpu_num": {"filterType": "number", "type": "greaterThanOrEqual", "filter": 8}})
+    resp = ui.client.get(
+        "/download/jobs.csv", query_string={"ds": "helios-synth", "cluster": "Venus", "grid_filter": grid_filter}
+    )
+    assert resp.status_code == 200 and resp.mimetype == "text/csv"
+    rows = list(csv.DictReader(io.StringIO(resp.get_data(as_text=True))))
+    with dash_app.server.test_request_context():
+        from components import data
+
+        ds = data.open_dataset("helios-synth")
+        expected = ds.jobs().filter(to_filter({**empty_state(), "clusters": ["Venus"], "gpu_min": 8}).expr())
+        assert len(rows) == expected.collect().height > 0
+    assert {r["cluster"] for r in rows} == {"Venus"} and min(int(r["gpu_num"]) for r in rows) >= 8
+
+
+def test_csv_export_refuses_bad_input_with_one_line(ui):
+    resp = ui.client.get("/download/jobs.csv", query_string={"ds": "helios-synth", "grid_sort": '[{"colId": "x"}]'})
+    assert resp.status_code == 400
+    assert resp.get_data(as_text=True) == "cannot export: unknown column 'x' in grid sort\n"
+
+
+def test_the_compare_choices_live_in_the_url(dash_app):
+    compare = importlib.import_module("components.pages.compare")
+    assert compare.compare_url(["philly-mini"], True, "?ds=helios-synth&kind=gpu") == (
+        "?ds=helios-synth&kind=gpu&cmp=philly-mini&ref=1"
+    )
+    assert compare.compare_url(["a", "b"], False, "?cmp=x&ref=1") == "?cmp=a,b"
+    assert compare.chosen({"cmp": "philly-mini,nope", "ref": "1"}, ["helios-synth", "philly-mini"]) == (
+        ["philly-mini"],
+        True,
+    )
+    assert compare.chosen({}, ["helios-synth", "philly-mini"]) == (["helios-synth", "philly-mini"], False)
+
+
+def test_a_filter_change_keeps_the_page_own_url_parameters(ui):
+    values = callbacks.state_to_controls(empty_state("helios-synth"))
+    values[5] = "gpu"
+    out = sync(ui, ("f-kind", "value"), "?ds=helios-synth&cmp=philly-mini&ref=1", values=values)
+    assert out["url"]["search"] == "?ds=helios-synth&kind=gpu&cmp=philly-mini&ref=1"

@@ -1,0 +1,185 @@
+"""Figure builders: titles, axis units, log axes, palettes and empty-selection messages, on small frames."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+
+import polars as pl
+import pytest
+
+from components import figures
+
+
+def _cdf(n: int = 22) -> pl.DataFrame:
+    xs = [2**i for i in range(n)]
+    return pl.DataFrame(
+        {
+            "cluster": ["Venus"] * n + ["Earth"] * n,
+            "x_s": xs * 2,
+            "pct": [min(100.0, 5.0 * i) for i in range(n)] * 2,
+        }
+    )
+
+
+def test_duration_cdf_has_log_x_title_units_and_one_trace_per_cluster():
+    fig = figures.duration_cdf_figure(_cdf(), kind="gpu")
+    assert fig.layout.xaxis.type == "log"
+    assert "(s" in fig.layout.xaxis.title.text
+    assert fig.layout.yaxis.title.text == "cumulative share of jobs (%)"
+    assert [t.name for t in fig.data] == ["Venus", "Earth"]
+    assert fig.layout.title.text == "GPU job duration CDF"
+    assert fig.data[0].line.color == figures.PALETTE[0] and fig.data[1].line.color == figures.PALETTE[1]
+
+
+@pytest.mark.parametrize(
+    "builder",
+    [
+        figures.utilization_figure,
+        figures.running_queued_figure,
+        figures.diurnal_utilization_figure,
+        figures.diurnal_submissions_figure,
+        figures.submission_heatmap_figure,
+        figures.monthly_figure,
+        figures.vc_utilization_figure,
+        figures.duration_cdf_figure,
+        figures.queue_cdf_figure,
+        figures.gpu_num_cdf_figure,
+        figures.final_state_figure,
+        figures.concentration_figure,
+        figures.completion_histogram_figure,
+        figures.user_jobs_figure,
+    ],
+)
+def test_every_builder_shows_a_message_on_an_empty_frame(builder):
+    fig = builder(pl.DataFrame())
+    assert len(fig.data) == 0
+    assert fig.layout.annotations[0].text == "No jobs match the current filters."
+    assert fig.layout.title.text
+
+
+def test_utilization_figure_scales_to_percent_and_has_a_range_slider():
+    t0 = datetime(2020, 4, 1)
+    df = pl.DataFrame(
+        {
+            "cluster": ["Venus"] * 3,
+            "time": [t0 + timedelta(hours=h) for h in range(3)],
+            "gpu_utilization": [0.5, 0.75, 1.0],
+        }
+    )
+    fig = figures.utilization_figure(df)
+    assert list(fig.data[0].y) == [50.0, 75.0, 100.0]
+    assert fig.layout.xaxis.rangeslider.visible is True
+    assert fig.layout.yaxis.title.text == "GPU utilisation (%)"
+
+
+def test_utilization_figure_switches_to_webgl_for_long_series():
+    n = figures.SCATTERGL_MIN_POINTS
+    t0 = datetime(2020, 4, 1)
+    df = pl.DataFrame(
+        {"cluster": ["Venus"] * n, "time": [t0 + timedelta(minutes=m) for m in range(n)], "gpu_utilization": [0.5] * n}
+    )
+    assert figures.utilization_figure(df).data[0].type == "scattergl"
+
+
+def test_final_state_bars_stack_in_state_colours():
+    df = pl.DataFrame(
+        {
+            "gpu_num": ["1", "2", ">=64"],
+            "completed_pct": [60.0, 50.0, 20.0],
+            "cancelled_pct": [30.0, 30.0, 70.0],
+            "failed_pct": [10.0, 20.0, 10.0],
+        }
+    )
+    fig = figures.final_state_figure(df)
+    assert fig.layout.barmode == "stack"
+    assert [t.name for t in fig.data] == ["completed", "cancelled", "failed"]
+    assert fig.data[2].marker.color == figures.STATE_COLORS["FAILED"]
+    assert list(fig.data[0].x) == ["1", "2", ">=64"]
+
+
+def test_concentration_marks_the_top_1_5_10_20_percent():
+    pct = list(range(101))
+    df = pl.DataFrame({"cluster": ["Venus"] * 101, "user_pct": pct, "share_pct": [min(100.0, 3.0 * p) for p in pct]})
+    fig = figures.concentration_figure(df, metric="gpu_queue_time")
+    marks = fig.data[-1]
+    assert list(marks.x) == [1, 5, 10, 20]
+    assert list(marks.y) == [3.0, 15.0, 30.0, 60.0]
+    assert "GPU queueing time" in fig.layout.title.text
+    assert len(fig.layout.shapes) == 4
+
+
+def test_vc_boxes_use_the_precomputed_quartiles_and_carry_the_vc_for_drill_down():
+    df = pl.DataFrame(
+        {
+            "cluster": ["Earth", "Earth"],
+            "vc": ["vcA", "vcB"],
+            "gpus": [32, 64],
+            "mean_pct": [50.0, 70.0],
+            "median_pct": [55.0, 75.0],
+            "q1_pct": [20.0, 60.0],
+            "q3_pct": [80.0, 90.0],
+            "whisker_low_pct": [0.0, 30.0],
+            "whisker_high_pct": [100.0, 100.0],
+        }
+    )
+    fig = figures.vc_utilization_figure(df)
+    box = fig.data[0]
+    assert list(box.x) == ["vcB", "vcA"]  # largest VC first
+    assert list(box.median) == [75.0, 55.0]
+    assert list(box.customdata) == ["vcB", "vcA"]
+    assert list(fig.data[1].y) == [64, 32]
+    assert fig.layout.yaxis2.title.text == "VC size (GPUs)"
+
+
+def test_heatmap_fills_missing_hours_with_zero():
+    df = pl.DataFrame({"cluster": ["Venus", "Earth"], "weekday": [0, 0], "hour": [3, 3], "jobs": [2, 5]})
+    z = figures.submission_heatmap_figure(df).data[0].z
+    assert len(z) == 7 and all(len(row) == 24 for row in z)
+    assert z[0][3] == 7 and sum(map(sum, z)) == 7
+
+
+def test_monthly_bars_are_stacked_per_month_and_cluster_with_utilisation_on_the_right():
+    df = pl.DataFrame(
+        {
+            "cluster": ["Venus", "Venus"],
+            "month": [4, 5],
+            "single_gpu_jobs": [10, 20],
+            "multi_gpu_jobs": [3, 4],
+            "gpu_utilization_pct": [70.0, 80.0],
+        }
+    )
+    fig = figures.monthly_figure(df)
+    assert fig.layout.barmode == "stack"
+    assert list(fig.data[0].x[0]) == ["Apr", "May"]
+    assert fig.data[2].yaxis == "y2"
+
+
+def test_month_labels_name_the_year_when_months_are_dates():
+    assert figures.month_label(date(2017, 10, 1)) == "Oct 2017"
+    assert figures.month_label(4) == "Apr"
+
+
+def test_reference_lines_are_dashed_and_named_published():
+    fig = figures.duration_cdf_figure(_cdf())
+    ref = _cdf().with_columns(pl.lit("Helios Venus").alias("cluster")).head(22)
+    figures.add_reference_lines(fig, ref, "x_s", "pct")
+    assert fig.data[-1].name == "Helios Venus (published)"
+    assert fig.data[-1].line.dash == "dash"
+
+
+def test_the_user_timeline_says_when_it_shows_a_sample():
+    t0 = datetime(2020, 4, 1)
+    df = pl.DataFrame(
+        {
+            "job_id": [1, 2],
+            "gpu_num": [1, 8],
+            "state": ["COMPLETED", "TIMEOUT"],
+            "submit_time": [t0, t0 + timedelta(hours=1)],
+            "duration": [0, 3600],
+            "of_jobs": [9000, 9000],
+        }
+    )
+    fig = figures.user_jobs_figure(df)
+    assert fig.layout.title.text == "Jobs over time (size = GPUs): a random 2 of 9,000 jobs"
+    assert [t.name for t in fig.data] == ["completed", "failed"]  # TIMEOUT counts as failed
+    assert list(fig.data[0].y) == [1]  # a 0 s job is drawn at 1 s on the log axis

@@ -1,0 +1,107 @@
+"""Smoke test: every page renders through `app.server.test_client()`, and every figure on it draws."""
+
+from __future__ import annotations
+
+import pytest
+
+PAGES: dict[str, int] = {"/": 0, "/cluster": 7, "/jobs": 7, "/users": 4, "/compare": 8, "/data": 0}
+
+
+def test_every_page_is_served_with_the_shell(ui):
+    for path in PAGES:
+        resp = ui.client.get(path)
+        assert resp.status_code == 200
+        assert b"<title>Helios Dashboard" in resp.data and b"_dash-renderer" in resp.data
+    layout = ui.client.get("/_dash-layout").get_json()
+    assert ui.find(layout, "f-dataset")["value"] == "helios-synth"
+
+
+@pytest.mark.parametrize("path", list(PAGES))
+def test_every_page_renders_and_every_figure_draws_data(ui, path):
+    layout = ui.page(path)
+    specs = ui.specs(layout)
+    assert len(specs) == PAGES[path]
+    for spec in specs:
+        fig = ui.figure(spec)
+        assert fig["data"], f"{spec['name']} drew no trace"
+        assert fig["layout"]["title"]["text"], f"{spec['name']} has no title"
+        assert not fig["layout"].get("annotations"), spec["name"]
+
+
+def test_a_filtered_url_reaches_the_figures(ui):
+    layout = ui.page("/jobs", "?ds=helios-synth&cluster=Venus&kind=gpu")
+    spec = ui.specs(layout)[0]
+    assert spec["state"]["clusters"] == ["Venus"] and spec["state"]["job_kind"] == "gpu"
+    fig = ui.figure(spec)
+    assert [t["name"] for t in fig["data"]] == ["Venus"]
+
+
+def test_an_empty_selection_shows_a_message_not_a_broken_chart(ui):
+    layout = ui.page("/jobs", "?cluster=Nowhere")
+    fig = ui.figure(ui.specs(layout)[0])
+    assert fig["data"] == []
+    assert fig["layout"]["annotations"][0]["text"] == "No jobs match the current filters."
+
+
+def test_an_unknown_dataset_is_named_in_a_message(ui):
+    layout = ui.page("/cluster", "?ds=nope")
+    assert ui.specs(layout) == []
+    assert "dataset 'nope' not found" in str(layout)
+
+
+def test_one_user_in_the_url_opens_the_user_view(ui):
+    layout = ui.page("/users", "?user=u001")
+    names = [s["name"] for s in ui.specs(layout)]
+    assert names == ["user_jobs", "duration_gpu", "gpu_num_jobs", "queue_cdf", "state_by_gpu"]
+    fig = ui.figure(ui.specs(layout)[0])
+    assert fig["data"] and fig["layout"]["yaxis"]["type"] == "log"
+
+
+def test_the_data_page_lists_every_dataset_with_its_attribution(ui):
+    text = str(ui.page("/data"))
+    assert "helios-synth" in text and "philly-mini" in text and "Made up for tests." in text
+    assert "negative_gpu_num: 2 dropped (e.g. cluster_log.csv row 17: gpu_num = -1)" in text
+
+
+def overview(ui, search: str = "") -> dict:
+    """The overview page's cards and table, then its utilisation fill, through the callback endpoint."""
+    state = ui.find(ui.page("/", search), "overview-spec")["data"]
+    outs = [("overview-cards", "children"), ("overview-table", "columnDefs"), ("overview-table", "rowData")]
+    out = ui.callback(
+        ".." + "...".join(f"{i}.{p}" for i, p in outs) + "..",
+        [{"id": i, "property": p} for i, p in outs],
+        [{"id": "overview-spec", "property": "data", "value": state}],
+    )["response"]
+    cards = out["overview-cards"]["children"]
+    util_ids = [n["props"]["id"] for n in ui.walk(cards) if isinstance(n["props"].get("id"), dict)]
+    util = ui.callback(
+        '{"cluster":["ALL"],"type":"overview-util"}.children',
+        [{"id": i, "property": "children"} for i in util_ids],
+        [{"id": "overview-cards", "property": "children", "value": cards}],
+        [{"id": "overview-spec", "property": "data", "value": state}],
+    )["response"]
+    return {"cards": cards, "table": out["overview-table"], "util": util}
+
+
+def test_the_overview_has_a_card_per_cluster_and_the_summary_table(ui):
+    got = overview(ui)
+    text = str(got["cards"])
+    assert "Venus" in text and "Earth" in text and "active users" in text and "GPU-hours" in text
+    assert [r["id"] for r in got["table"]["rowData"]] == ["Venus", "Earth", "total"]
+    headers = {c["field"]: c["headerName"] for c in got["table"]["columnDefs"]}
+    assert headers["avg_run_time_gpu"] == "mean GPU-job run (s)" and len(headers) == 27
+    assert len(got["util"]) == 2
+    assert all(v["children"].endswith(" %") for v in got["util"].values())
+
+
+def test_the_overview_of_an_empty_selection_says_so(ui):
+    got = overview(ui, "?cluster=Nowhere")
+    assert "No jobs match the current filters." in str(got["cards"]) and got["table"]["rowData"] == []
+
+
+def test_a_compare_url_restores_its_datasets_and_overlay(ui):
+    specs = ui.specs(ui.page("/compare", "?cmp=philly-mini&ref=1"))
+    assert {tuple(s["datasets"]) for s in specs} == {("philly-mini",)} and all(s["overlay"] for s in specs)
+    fig = ui.figure(specs[0])
+    assert [t["name"] for t in fig["data"]][0] == "philly-mini Philly"
+    assert any(t["name"].endswith("(published)") for t in fig["data"])
