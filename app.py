@@ -9,6 +9,7 @@ from dash import Dash
 
 from components import callbacks, data, explorer, shell
 from components.auth import AuthSettings, install_auth
+from components.background import background_manager
 from components.health import install_health
 from components.settings import Settings
 
@@ -23,6 +24,7 @@ def create_app(settings: Settings | None = None) -> Dash:
         title="Helios Dashboard",
         update_title=None,
         meta_tags=[{"name": "viewport", "content": "width=device-width, initial-scale=1"}],
+        background_callback_manager=background_manager(settings),
     )
     app.server.config["HELIOS_SETTINGS"] = settings
     data.init_cache(app.server, settings)

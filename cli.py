@@ -16,6 +16,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "analytics.commands.datasets",
     "sim.commands.simulate",
     "sim.commands.ces",
+    "sim.commands.sweep",
     "components.commands.serve",
     "components.commands.user",
 )

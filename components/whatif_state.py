@@ -1,0 +1,207 @@
+"""The what-if form state: a JSON-safe dict that round-trips through the URL and becomes a ScenarioConfig."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from sim import placers, policies
+from sim.ces.energy import EnergyParams
+from sim.ces.policy import PRESETS, PolicyParams
+from sim.ces.run import MODES
+from sim.estimators import ESTIMATORS
+from sim.scenario import DEFAULT_POLICIES, RECORDED, CesOptions, ScenarioConfig, ScenarioError, validate
+
+POLICY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(PolicyParams))
+ENERGY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(EnergyParams))
+NUMBER_KEYS: dict[str, str] = {"noise": "noise_level", "load": "load_factor", "cap": "capacity_scale"}
+
+
+def default_form(
+    dataset: str = "", cluster: str = "", start: str | None = None, end: str | None = None
+) -> dict:
+    """The form of a fresh what-if page: four policies, history predictor, CES off."""
+    return {
+        "dataset": dataset,
+        "cluster": cluster,
+        "vcs": [],
+        "start": start,
+        "end": end,
+        "policies": list(DEFAULT_POLICIES),
+        "placer": "consolidate",
+        "backfill": False,
+        "estimator": "history",
+        "noise_level": 1.0,
+        "load_factor": 1.0,
+        "capacity_scale": 1.0,
+        "ladder": False,
+        "ces_enabled": False,
+        "ces_preset": default_preset(cluster),
+        "ces_mode": "honest",
+        "ces_schedule": RECORDED,
+        "ces_policy": {},
+        "ces_energy": {},
+    }
+
+
+def default_preset(cluster: str) -> str:
+    """The CES preset named after the cluster, else philly's."""
+    return cluster.lower() if cluster.lower() in PRESETS else "philly"
+
+
+def _split(value: str) -> list[str]:
+    return [v for v in (p.strip() for p in value.split(",")) if v]
+
+
+def _number(params: dict[str, str], key: str, problems: list[str]) -> float | None:
+    try:
+        return float(params[key])
+    except ValueError:
+        problems.append(f"URL parameter {key}={params[key]!r} is not a number; ignored")
+        return None
+
+
+def _choice(params: dict[str, str], key: str, allowed, problems: list[str]) -> str | None:
+    value = params[key]
+    if value in allowed:
+        return value
+    problems.append(f"URL parameter {key}={value!r} must be one of {', '.join(allowed)}; ignored")
+    return None
+
+
+def _ces_overrides(params: dict[str, str], prefix: str, names: tuple[str, ...], problems: list[str]) -> dict:
+    out = {}
+    for name in names:
+        key = prefix + name
+        if key in params:
+            value = _number(params, key, problems)
+            if value is not None:
+                out[name] = value
+    return out
+
+
+def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str]]:
+    """Overlay URL query parameters (one string per key) on a base form; returns the form and the problems."""
+    form, problems = dict(base), []
+    simple = {"ds": "dataset", "start": "start", "end": "end"}
+    form.update({field: params[key] for key, field in simple.items() if params.get(key)})
+    if _split(params.get("cluster", "")):
+        form["cluster"] = _split(params["cluster"])[0]  # the shell's filter bar may list several clusters
+    if "vc" in params:
+        form["vcs"] = _split(params["vc"])
+    if "pol" in params:
+        chosen = _split(params["pol"])
+        bad = [p for p in chosen if p not in policies.POLICIES]
+        if bad:
+            problems.append(f"URL parameter pol: unknown policy {', '.join(bad)}; ignored")
+        form["policies"] = [p for p in chosen if p in policies.POLICIES]
+    choices = {
+        "placer": ("placer", tuple(placers.PLACERS)),
+        "est": ("estimator", tuple(ESTIMATORS)),
+        "cpre": ("ces_preset", tuple(PRESETS)),
+        "cmode": ("ces_mode", MODES),
+    }
+    for key, (field, allowed) in choices.items():
+        if key in params:
+            value = _choice(params, key, allowed, problems)
+            form[field] = value if value is not None else form[field]
+    for key, field in NUMBER_KEYS.items():
+        if key in params:
+            value = _number(params, key, problems)
+            form[field] = value if value is not None else form[field]
+    for key, field in (("bf", "backfill"), ("ladder", "ladder"), ("ces", "ces_enabled")):
+        if key in params:
+            form[field] = params[key] == "1"
+    if "csched" in params:
+        form["ces_schedule"] = params["csched"]
+    form["ces_policy"] = _ces_overrides(params, "c_", POLICY_FIELDS, problems) or form["ces_policy"]
+    form["ces_energy"] = _ces_overrides(params, "e_", ENERGY_FIELDS, problems) or form["ces_energy"]
+    return form, problems
+
+
+def parse_search(search: str | None) -> dict[str, str]:
+    """A URL query string as one string per key (the last one wins)."""
+    raw = parse_qs((search or "").lstrip("?"), keep_blank_values=False)
+    return {k: v[-1] for k, v in raw.items()}
+
+
+def _short(value: float) -> str:
+    return f"{value:g}"
+
+
+def form_to_params(form: dict) -> dict[str, str]:
+    """The URL query parameters that encode a form (plus run=1, which makes the page run it on load)."""
+    params = {"ds": form["dataset"], "cluster": form["cluster"]}
+    if form.get("vcs"):
+        params["vc"] = ",".join(form["vcs"])
+    for key in ("start", "end"):
+        if form.get(key):
+            params[key] = form[key]
+    params["pol"] = ",".join(form.get("policies") or [])
+    params["placer"] = form["placer"]
+    params["bf"] = "1" if form.get("backfill") else "0"
+    params["est"] = form["estimator"]
+    for key, field in NUMBER_KEYS.items():
+        params[key] = _short(float(form[field]))
+    if form.get("ladder"):
+        params["ladder"] = "1"
+    if form.get("ces_enabled"):
+        params.update(ces="1", cpre=form["ces_preset"], cmode=form["ces_mode"], csched=form["ces_schedule"])
+        params.update({f"c_{k}": _short(float(v)) for k, v in sorted(form["ces_policy"].items())})
+        params.update({f"e_{k}": _short(float(v)) for k, v in sorted(form["ces_energy"].items())})
+    params["run"] = "1"
+    return params
+
+
+def form_to_search(form: dict) -> str:
+    """The URL query string of a form."""
+    return "?" + urlencode(form_to_params(form), safe=",")
+
+
+def form_to_config(form: dict) -> ScenarioConfig:
+    """The validated ScenarioConfig a form describes (raises ScenarioError with a one-line message)."""
+    if not form.get("dataset"):
+        raise ScenarioError("choose a dataset")
+    try:
+        numbers = {field: float(form[field]) for field in NUMBER_KEYS.values()}
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"load factor, capacity scale and noise level must be numbers ({exc})") from exc
+    ces = CesOptions(
+        enabled=bool(form.get("ces_enabled")),
+        preset=form.get("ces_preset") or "philly",
+        mode=form.get("ces_mode") or "honest",
+        schedule=form.get("ces_schedule") or RECORDED,
+        policy=tuple(sorted((k, float(v)) for k, v in (form.get("ces_policy") or {}).items())),
+        energy=tuple(sorted((k, float(v)) for k, v in (form.get("ces_energy") or {}).items())),
+    )
+    config = ScenarioConfig(
+        dataset=form["dataset"],
+        cluster=form.get("cluster") or "",
+        vcs=tuple(form.get("vcs") or ()),
+        start=form.get("start") or None,
+        end=form.get("end") or None,
+        policies=tuple(p for p in policies.POLICIES if p in (form.get("policies") or [])),
+        placer=form.get("placer") or "consolidate",
+        backfill=bool(form.get("backfill")),
+        estimator=form.get("estimator") or "history",
+        ladder=bool(form.get("ladder")),
+        ces=ces,
+        **numbers,
+    )
+    return validate(config)
+
+
+def overrides(values: list[Any], names: tuple[str, ...]) -> dict[str, float]:
+    """The non-empty numeric inputs of a parameter group as {name: value}."""
+    return {n: float(v) for n, v in zip(names, values, strict=True) if v not in (None, "")}
+
+
+def preset_defaults(preset: str) -> dict[str, Any]:
+    """The policy parameter values of a CES preset (shown as input placeholders)."""
+    return dataclasses.asdict(PRESETS.get(preset, PRESETS["philly"]))
+
+
+def energy_defaults() -> dict[str, Any]:
+    """The default energy parameters (shown as input placeholders)."""
+    return dataclasses.asdict(EnergyParams())

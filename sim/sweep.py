@@ -1,0 +1,184 @@
+"""Grid sweeps of what-if scenarios on Dask distributed (a local cluster, or DASK_SCHEDULER_ADDRESS when set).
+
+A grid maps parameter names to value lists, e.g. {"load_factor": [0.8, 1.0, 1.2], "policy": ["fifo", "qssf"]}
+or {"ces.buffer": [5, 10, 20], "ces.keep": [6, 12]}. Every combination is one scenario, one Dask task on
+the scattered jobs; the answer is one row per (grid point, scheme) with the comparison metrics (and one `ces`
+row per point when CES runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import polars as pl
+
+from sim.ces.energy import EnergyParams
+from sim.ces.policy import PolicyParams
+from sim.scenario import ScenarioConfig, ScenarioError, run_scenario, validate
+
+SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+TOP_LEVEL: dict[str, type] = {
+    "load_factor": float,
+    "capacity_scale": float,
+    "noise_level": float,
+    "policy": str,
+    "placer": str,
+    "estimator": str,
+    "backfill": bool,
+}
+CES_METRICS: tuple[str, ...] = (
+    "original_used_pct",
+    "optimized_used_pct",
+    "poweroff_mean_nodes",
+    "energy_saved_kwh",
+    "energy_saved_pct",
+    "cost_saved",
+    "co2_saved_kg",
+    "lack_node_steps",
+    "daily_change_times",
+)
+
+Progress = Callable[[float, str], None]
+
+
+def sweepable() -> tuple[str, ...]:
+    """Every parameter name a grid may use."""
+    ces = [f"ces.{f.name}" for f in (*dataclasses.fields(PolicyParams), *dataclasses.fields(EnergyParams))]
+    return (*TOP_LEVEL, *ces)
+
+
+def _parse_value(name: str, text: str) -> Any:
+    kind = TOP_LEVEL.get(name, float)
+    if kind is str:
+        return text
+    if kind is bool:
+        if text.lower() not in ("true", "false", "on", "off", "1", "0"):
+            raise ScenarioError(f"grid {name}: {text!r} is not on/off")
+        return text.lower() in ("true", "on", "1")
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise ScenarioError(f"grid {name}: {text!r} is not a number") from exc
+
+
+def parse_grid(items: list[str]) -> dict[str, list[Any]]:
+    """Parse 'name=v1,v2,...' items into a grid, rejecting unknown names and empty or bad values."""
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not values.strip():
+            raise ScenarioError(f"grid item {item!r}: expected name=v1,v2,...")
+        if name not in sweepable():
+            raise ScenarioError(f"grid parameter {name!r} unknown; expected one of {', '.join(sweepable())}")
+        grid[name] = [_parse_value(name, v.strip()) for v in values.split(",") if v.strip()]
+    return grid
+
+
+def apply_point(base: ScenarioConfig, point: dict[str, Any]) -> ScenarioConfig:
+    """The scenario of one grid point: base with the point's values set (ces.* values enable CES)."""
+    top = {k: v for k, v in point.items() if not k.startswith("ces.") and k != "policy"}
+    if "policy" in point:
+        top["policies"] = (point["policy"],)
+    config = dataclasses.replace(base, **top)
+    ces_values = {k.removeprefix("ces."): float(v) for k, v in point.items() if k.startswith("ces.")}
+    if ces_values:
+        policy_names = {f.name for f in dataclasses.fields(PolicyParams)}
+        policy = dict(config.ces.policy) | {k: v for k, v in ces_values.items() if k in policy_names}
+        energy = dict(config.ces.energy) | {k: v for k, v in ces_values.items() if k not in policy_names}
+        ces = dataclasses.replace(
+            config.ces,
+            enabled=True,
+            policy=tuple(sorted(policy.items())),
+            energy=tuple(sorted(energy.items())),
+        )
+        config = dataclasses.replace(config, ces=ces)
+    return validate(config)
+
+
+def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, in row-major order of the grid's keys."""
+    names = list(grid)
+    return [dict(zip(names, values, strict=True)) for values in itertools.product(*(grid[n] for n in names))]
+
+
+def point_rows(
+    point: dict[str, Any], config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame
+) -> list:
+    """Run one grid point and return its result rows (one per scheme, plus one for CES)."""
+    result = run_scenario(config, jobs, vc_gpus, heartbeat_s=0, keep_records=False)
+    rows = [{**point, **row} for row in result.summary.iter_rows(named=True)]
+    if result.ces is not None:
+        metrics = result.ces["metrics"]
+        rows.append({**point, "scheme": "ces", **{k: metrics.get(k) for k in CES_METRICS}})
+    return rows
+
+
+@contextmanager
+def dask_client(n_workers: int = 2) -> Iterator[Any]:
+    """A Dask client: to DASK_SCHEDULER_ADDRESS when set, else to a LocalCluster created (and closed) here."""
+    from dask.distributed import Client, LocalCluster
+
+    address = os.environ.get(SCHEDULER_ENV)
+    if address:
+        with Client(address, timeout="10s") as client:
+            yield client
+        return
+    workers = max(1, min(n_workers, os.cpu_count() or 1))
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+def run_sweep(
+    base: ScenarioConfig,
+    grid: dict[str, list[Any]],
+    jobs: pl.DataFrame,
+    vc_gpus: pl.DataFrame,
+    client: Any = None,
+    progress: Progress | None = None,
+) -> pl.DataFrame:
+    """Run every grid point as a Dask task (on client, or a fresh dask_client()) and stack their rows."""
+    points = grid_points(grid)
+    if not points:
+        raise ScenarioError("the grid is empty")
+    configs = [apply_point(base, p) for p in points]  # validates every point before anything runs
+    cluster_jobs = jobs.filter(pl.col("cluster") == base.cluster)
+    if client is None:
+        with dask_client() as own:
+            return _run_on(own, points, configs, cluster_jobs, vc_gpus, progress)
+    return _run_on(client, points, configs, cluster_jobs, vc_gpus, progress)
+
+
+def _run_on(client, points, configs, jobs, vc_gpus, progress) -> pl.DataFrame:
+    from dask.distributed import as_completed
+
+    jobs_f, vc_f = client.scatter([jobs, vc_gpus], broadcast=True)
+    futures = [
+        client.submit(point_rows, p, c, jobs_f, vc_f, pure=False)
+        for p, c in zip(points, configs, strict=True)
+    ]
+    rows: list[dict] = []
+    for done, future in enumerate(as_completed(futures), start=1):
+        rows.extend(future.result())
+        if progress is not None:
+            progress(done / len(futures), f"{done}/{len(futures)} grid points done")
+    order = {tuple(sorted(p.items())): k for k, p in enumerate(points)}
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    keys = list(points[0])
+    rank = [order[tuple(sorted({k: r[k] for k in keys}.items()))] for r in rows]
+    return frame.with_columns(pl.Series("_point", rank)).sort("_point", maintain_order=True).drop("_point")

@@ -1,0 +1,223 @@
+"""What-if page in Chromium: fill the form, run with progress, cancel a run, reload the shared URL."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+BIG_JOBS = 40_000  # enough history that LightGBM + the predictor ladder take seconds (time to cancel)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float = 40) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the dashboard server exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the dashboard server did not answer on {url} within {timeout_s:g} s")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Chromium's path; missing, it fails the run when REQUIRE_BROWSER=1 and skips the tests otherwise."""
+    if shutil.which(CHROMIUM) is None:
+        reason = f"Chromium not found at {CHROMIUM} (apt-get install -y chromium chromium-driver)"
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(reason + " and REQUIRE_BROWSER=1")
+        pytest.skip(reason)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, chromium, write_small):
+    """Gunicorn (1 worker, 4 threads) serving the app over a small dataset; yields (base URL, settings)."""
+    from components.settings import Settings
+
+    root = tmp_path_factory.mktemp("whatif-browser")
+    data, cache = root / "data", root / "cache"
+    write_small("helios-synth", data, n_jobs=BIG_JOBS)
+    port = _free_port()
+    env = {
+        **os.environ,
+        "HELIOS_DATA_DIR": str(data),
+        "HELIOS_CACHE_DIR": str(cache),
+        "HELIOS_BG_INTERVAL_MS": "250",
+    }
+    env.pop("HELIOS_REDIS_URL", None)
+    cmd = [sys.executable, "-m", "gunicorn", "app:server"]
+    cmd += ["--workers", "1", "--threads", "4", "--bind", f"127.0.0.1:{port}", "--timeout", "120"]
+    url = f"http://127.0.0.1:{port}"
+    with (root / "server.log").open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            _wait_until_up(url + "/", proc)
+            yield url, Settings(data_dir=data, cache_dir=cache)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
+
+
+def in_browser(chromium: str, test) -> None:
+    """Run test(tab) on a fresh 1440x900 Chromium tab in a thread of its own, re-raising its failure."""
+    # Another module may keep a session-wide sync Playwright (and its event loop) alive in the main thread,
+    # and a second sync Playwright cannot start in that thread.
+    from playwright.sync_api import sync_playwright
+
+    outcome: dict[str, BaseException] = {}
+
+    def body() -> None:
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+                page = browser.new_page(viewport={"width": 1440, "height": 900})
+                page.errors = []
+                page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: page.errors.append(str(e)))
+                try:
+                    test(page)
+                finally:
+                    browser.close()
+        except BaseException as exc:  # handed to the test's thread below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=body, name="whatif-browser")
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+
+
+WATCH_PROGRESS = """() => {
+  window.__progress = {shown: false, values: []};
+  const wrap = document.getElementById('whatif-progress-wrap');
+  new MutationObserver(() => {
+    if (wrap.style.display !== 'none') window.__progress.shown = true;
+    const bar = wrap.querySelector('.progress-bar');
+    if (bar) window.__progress.values.push(Number(bar.getAttribute('aria-valuenow')));
+  }).observe(wrap, {attributes: true, childList: true, subtree: true});
+}"""
+
+
+def _table(page) -> list[str]:
+    return page.locator("#whatif-results table tbody tr").all_inner_texts()
+
+
+def _cached_key(url: str, settings):
+    from components.whatif_run import key_of
+    from components.whatif_state import default_form, form_from_params, form_to_config, parse_search
+
+    form, _ = form_from_params(parse_search(url.split("?", 1)[1]), default_form())
+    return key_of(form_to_config(form), settings.data_dir)
+
+
+def _explain(tab) -> str:
+    texts = {sel: tab.locator(sel).all_inner_texts() for sel in ("#whatif-status", "#whatif-error")}
+    return f"url {tab.url}; page {texts}; console errors {tab.errors}"
+
+
+def test_run_watch_progress_cancel_and_reload_the_shared_scenario(chromium, server):
+    def test(tab) -> None:
+        try:
+            _run_cancel_reload(tab, server)
+        except Exception as exc:
+            raise AssertionError(f"{exc}\n{_explain(tab)}") from exc
+
+    in_browser(chromium, test)
+
+
+def _run_cancel_reload(tab, server):
+    from components.whatif_run import results_cache
+
+    base, settings = server
+    tab.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth")
+    tab.wait_for_load_state("networkidle")
+    # Fill the form: two policies only, 1.5 x the VC capacity.
+    tab.locator("#whatif-policies label:text-is('srtf')").click()
+    tab.locator("#whatif-policies label:text-is('qssf')").click()
+    tab.locator("#whatif-capacity").fill("1.5")
+    tab.evaluate(WATCH_PROGRESS)
+    tab.locator("#whatif-run").click()
+    tab.wait_for_selector("#whatif-row-sjf", timeout=60_000)
+    tab.wait_for_function("document.getElementById('whatif-status').innerText.startsWith('ran in')")
+    progress = tab.evaluate("window.__progress")
+    assert progress["shown"] and max(progress["values"], default=0) > 0
+    shared = tab.url
+    assert "pol=fifo,sjf" in shared and "cap=1.5" in shared and shared.endswith("run=1")
+    first_table = _table(tab)
+    assert [row.split("\t")[0] for row in first_table] == ["recorded", "fifo", "sjf"]
+    tab.wait_for_selector("#whatif-graph-jct-cdf .main-svg")
+    # A second, slow scenario (LightGBM + predictor ladder) is cancelled while it runs.
+    tab.locator("#whatif-estimator").click()
+    tab.locator(".Select-menu-outer, [role='listbox']").get_by_text("LightGBM", exact=False).first.click()
+    tab.locator("#whatif-ladder").check()
+    tab.locator("#whatif-run").click()
+    tab.wait_for_selector("#whatif-cancel:not([disabled])", timeout=30_000)
+    tab.locator("#whatif-cancel").click()
+    tab.wait_for_selector("#whatif-run:not([disabled])", timeout=30_000)
+    tab.wait_for_function("document.getElementById('whatif-status').innerText === 'cancelled'")
+    assert "est=lightgbm" in tab.url and "ladder=1" in tab.url
+    assert _table(tab) == first_table
+    time.sleep(1.0)
+    assert results_cache(settings).get(_cached_key(tab.url, settings)) is None  # the job was stopped
+    # The shared link restores the first scenario, straight from the cache.
+    tab.goto(shared)
+    tab.wait_for_selector("#whatif-row-sjf", timeout=30_000)
+    tab.wait_for_function("document.getElementById('whatif-status').innerText.startsWith('from cache')")
+    assert _table(tab) == first_table
+    assert tab.locator("#whatif-capacity").input_value() == "1.5"
+    checked = tab.locator("#whatif-policies input:checked").evaluate_all("els => els.map(e => e.value)")
+    assert checked == ["fifo", "sjf"]
+    assert tab.errors == []
+
+
+def test_sweep_mode_charts_a_metric_over_the_grid(chromium, server):
+    in_browser(chromium, lambda tab: _sweep(tab, server))
+
+
+def _sweep(tab, server) -> None:
+    base, _ = server
+    tab.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth")
+    tab.wait_for_load_state("networkidle")
+    tab.locator("#whatif-sweep-x-values").fill("1,2")
+    tab.locator("#whatif-sweep-y-values").fill("fifo,sjf")
+    tab.locator("#whatif-sweep-run").click()
+    tab.wait_for_function(
+        "document.getElementById('whatif-sweep-status').innerText.endsWith('rows')", timeout=120_000
+    )
+    names = tab.locator("#whatif-sweep-graph .js-plotly-plot").evaluate("el => el.data.map(t => t.name)")
+    assert names == ["fifo", "sjf"]
+    assert tab.errors == []

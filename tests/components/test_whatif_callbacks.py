@@ -1,0 +1,299 @@
+"""What-if page: URL state, run and cache callbacks, rendering, downloads, "why wait" and the page route."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextvars import copy_context
+from datetime import datetime
+
+import polars as pl
+import pytest
+from dash._callback_context import context_value
+from dash._utils import AttributeDict
+from plotly.io.json import to_json_plotly
+
+from components import whatif_callbacks as cb
+from components import whatif_figures as wf
+from components import whatif_form as ids
+from components.background import BackgroundSetupError, background_manager, poll_interval_ms
+from components.settings import Settings
+from components.whatif_run import results_cache
+from components.whatif_state import (
+    default_form,
+    form_from_params,
+    form_to_config,
+    form_to_params,
+    parse_search,
+)
+from sim.scenario import RECORDED, config_to_dict
+
+
+@pytest.fixture
+def settings(tmp_path, write_small):
+    """Settings over a data folder holding the small two-cluster dataset, with fresh caches."""
+    data = tmp_path / "data"
+    write_small("helios-synth", data)
+    return Settings(data_dir=data, cache_dir=tmp_path / "cache")
+
+
+def _form(**changes) -> dict:
+    form = default_form("helios-synth", "Earth", "2020-04-15", "2020-04-20")
+    form.update({"policies": ["fifo", "sjf"], **changes})
+    return form
+
+
+def _values(form: dict) -> list:
+    return [
+        form["dataset"],
+        form["cluster"],
+        form["vcs"],
+        form["start"],
+        form["end"],
+        form["policies"],
+        form["placer"],
+        form["backfill"],
+        form["estimator"],
+        form["noise_level"],
+        form["load_factor"],
+        form["capacity_scale"],
+        form["ladder"],
+        form["ces_enabled"],
+        form["ces_preset"],
+        form["ces_mode"],
+        form["ces_schedule"],
+    ]
+
+
+def _click_run(form: dict, settings: Settings, trigger: str = "whatif-run.n_clicks", autorun: bool = False):
+    def call():
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": trigger, "value": 1}]))
+        return cb.start_run(1, autorun, [None] * 9, [None] * 7, *_values(form), settings=settings)
+
+    return copy_context().run(call)
+
+
+def _in_context(fn, trigger: str):
+    def call():
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": trigger, "value": 1}]))
+        return fn()
+
+    return copy_context().run(call)
+
+
+def test_form_round_trips_through_the_url():
+    form = _form(
+        vcs=["vcC", "vcD"],
+        backfill=True,
+        estimator="noisy-oracle",
+        noise_level=2.5,
+        load_factor=1.2,
+        ces_enabled=True,
+        ces_policy={"buffer": 3.0},
+        ces_energy={"busy_kw": 2.5},
+    )
+    params = form_to_params(form)
+    assert params["run"] == "1" and params["pol"] == "fifo,sjf" and params["c_buffer"] == "3"
+    back, problems = form_from_params(params, default_form("other", "Venus"))
+    assert problems == [] and back == form
+
+
+def test_bad_url_values_are_reported_and_ignored():
+    params = parse_search("?ds=helios-synth&pol=fifo,magic&load=fast&est=psychic&c_buffer=x")
+    form, problems = form_from_params(params, _form())
+    assert form["policies"] == ["fifo"] and form["load_factor"] == 1.0 and form["estimator"] == "history"
+    assert len(problems) == 4 and any("magic" in p for p in problems)
+
+
+def test_the_first_of_several_clusters_from_the_filter_bar_is_used():
+    form, _ = form_from_params(parse_search("?ds=helios-synth&cluster=Venus,Earth"), _form())
+    assert form["cluster"] == "Venus"
+
+
+def test_form_to_config_orders_policies_canonically():
+    assert form_to_config(_form(policies=["qssf", "fifo"])).policies == ("fifo", "qssf")
+
+
+def test_run_click_hands_an_uncached_scenario_to_the_background(settings):
+    search, error, request, results, meta, status = _click_run(_form(), settings)
+    assert error is None and status == "running…"
+    assert "pol=fifo,sjf" in search and search.endswith("run=1")
+    assert request["config"]["policies"] == ["fifo", "sjf"]
+    assert results is cb.no_update and meta is cb.no_update
+
+
+def test_a_bad_form_shows_a_one_line_error(settings):
+    out = _click_run(_form(load_factor=-1), settings)
+    assert "load factor must be a positive number" in out[1].children
+    assert out[2] is cb.no_update
+
+
+def test_page_load_without_run_flag_does_nothing(settings):
+    with pytest.raises(cb.PreventUpdate):
+        _click_run(_form(), settings, trigger="whatif-autorun.data", autorun=False)
+
+
+def test_background_job_reports_progress_renders_and_caches(settings):
+    _, _, request, _, _, _ = _click_run(_form(), settings)
+    seen = []
+    children, meta, status, error = cb.run_job(seen.append, request, settings)
+    assert error is None and status.startswith("ran in") and meta["cached"] is False
+    assert seen[-1][0] == 100 and all(0 <= p <= 100 for p, _ in seen)
+    cached = results_cache(settings).get(meta["key"])
+    assert cached is not None and cached.summary["scheme"].to_list() == [RECORDED, "fifo", "sjf"]
+    graph_ids = {
+        n["props"]["id"] for n in _walk(children) if str(n["props"].get("id", "")).startswith("whatif-g")
+    }
+    assert {
+        "whatif-graph-jct-cdf",
+        "whatif-graph-queue-cdf",
+        "whatif-graph-vc-queue",
+        "whatif-graph-timeline",
+    } <= graph_ids
+    # The same scenario again comes straight from the cache, in the click callback itself.
+    search, _, request2, children2, meta2, status2 = _click_run(_form(), settings)
+    assert request2 is cb.no_update and meta2 == {"key": meta["key"], "cached": True}
+    assert status2.startswith("from cache")
+    assert _table_text(children2) == _table_text(children)
+
+
+def test_background_job_shows_scenario_errors(settings):
+    request = {"config": {**config_to_dict(form_to_config(_form())), "cluster": "Mars"}}
+    *_, error = cb.run_job(lambda p: None, request, settings)
+    assert "cluster 'Mars' has no GPU jobs" in error.children
+
+
+def _walk(children) -> list[dict]:
+    """Every component (as JSON, the way the browser receives it) in a tree of children."""
+    tree = children if _is_plain(children) else json.loads(to_json_plotly(children))
+    found: list[dict] = []
+
+    def visit(node) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+        elif isinstance(node, dict) and "props" in node:
+            found.append(node)
+            for value in node["props"].values():
+                visit(value)
+
+    visit(tree)
+    return found
+
+
+def _is_plain(children) -> bool:
+    return isinstance(children, list) and all(isinstance(c, dict) for c in children)
+
+
+def _table_text(children) -> list[str]:
+    return [str(n["props"].get("children")) for n in _walk(children) if n["type"] == "Td"]
+
+
+@pytest.fixture
+def ran(settings):
+    _, _, request, _, _, _ = _click_run(_form(), settings)
+    _, meta, _, _ = cb.run_job(lambda p: None, request, settings)
+    return meta, results_cache(settings).get(meta["key"])
+
+
+def test_downloads_send_the_cached_result(ran, settings):
+    meta, result = ran
+
+    def click(button: str, *clicks):
+        return _in_context(lambda: cb.download(*clicks, meta, settings), f"whatif-dl-{button}.n_clicks")
+
+    records = click("records", None, 1, None, None)
+    frame = pl.read_csv(io.StringIO(records["content"]))
+    assert frame.height == result.records.height and records["filename"].endswith("-jobs.csv")
+    summary = click("summary", 1, None, None, None)
+    assert pl.read_csv(io.StringIO(summary["content"]))["scheme"].to_list() == [RECORDED, "fifo", "sjf"]
+    metrics = click("json", None, None, 1, None)
+    assert '"summary"' in metrics["content"] and metrics["filename"].endswith(".json")
+    with pytest.raises(cb.PreventUpdate):  # no CES in this scenario
+        click("ces", None, None, None, 1)
+
+
+def test_why_wait_lists_the_longest_waits_and_who_went_first(ran, settings):
+    meta, result = ran
+    schemes, first = cb.wait_schemes(meta, settings)
+    assert schemes == [RECORDED, "fifo", "sjf"] and first == "fifo"
+    options, chosen = cb.wait_jobs("fifo", meta, settings)
+    fifo = result.records.filter((pl.col("scheme") == "fifo") & pl.col("placed"))
+    assert chosen == fifo.sort("queue_s", descending=True)["job_id"][0]
+    figure, table = cb.wait_view(chosen, "fifo", meta, settings)
+    assert [t.name.split(":")[0] for t in figure.data] == [RECORDED, "fifo"]
+    job, ahead = wf.jobs_ahead(result.records, "fifo", chosen)
+    assert (ahead["start_s"] <= job["start_s"]).all() and (ahead["vc"] == job["vc"]).all()
+
+
+def test_queue_position_by_hand():
+    job = {"submit_s": 10, "start_s": 50}
+    ahead = pl.DataFrame({"submit_s": [0, 20, 30], "start_s": [40, 45, 50]})
+    times, waiting = wf.queue_position(job, ahead)
+    assert times.tolist() == [10, 20, 30, 40, 45, 50]
+    assert waiting.tolist() == [1, 2, 3, 2, 1, 0]
+
+
+def test_ces_figure_and_numbers():
+    timeline = pl.DataFrame(
+        {
+            "time": [datetime(2020, 9, 1, 0, 10 * k) for k in range(3)],
+            "total": [10, 10, 10],
+            "running": [4, 5, 6],
+            "prediction": [4.5, 5.5, 6.5],
+            "active": [9, 9, 8],
+        }
+    )
+    fig = wf.ces_figure(timeline)
+    assert [t.name for t in fig.data] == ["total", "powered on", "running", "predicted"]
+    row = wf.ces_numbers({"energy_saved_kwh": 12.5, "lack_node_steps": 3})
+    texts = [str(n["props"].get("children")) for n in _walk(row) if n["type"] == "Div"]
+    assert "12.5 kWh" in texts and "3 node-steps" in texts
+
+
+def test_whatif_page_route_fills_the_form_from_the_url(ui):
+    search = "?ds=helios-synth&cluster=Venus&pol=fifo,qssf&load=1.5&bf=1&run=1"
+    layout = ui.page("/whatif", search)
+    assert ui.find(layout, ids.CLUSTER)["value"] == "Venus"
+    assert ui.find(layout, ids.POLICIES)["value"] == ["fifo", "qssf"]
+    assert ui.find(layout, ids.LOAD)["value"] == 1.5
+    assert ui.find(layout, ids.BACKFILL)["value"] is True
+    assert ui.find(layout, ids.AUTORUN)["data"] is True
+
+
+def test_background_manager_defaults_to_diskcache(tmp_path, monkeypatch):
+    import dash
+
+    monkeypatch.delenv("HELIOS_REDIS_URL", raising=False)
+    manager = background_manager(Settings(cache_dir=tmp_path / "c"))
+    assert isinstance(manager, dash.DiskcacheManager)
+    assert (tmp_path / "c" / "background").is_dir()
+
+
+def test_background_manager_names_a_missing_celery(monkeypatch):
+    monkeypatch.setenv("HELIOS_REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setitem(__import__("sys").modules, "celery", None)
+    with pytest.raises(BackgroundSetupError, match="'celery' package"):
+        background_manager()
+
+
+def test_poll_interval_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("HELIOS_BG_INTERVAL_MS", "250")
+    assert poll_interval_ms() == 250
+    monkeypatch.setenv("HELIOS_BG_INTERVAL_MS", "soon")
+    with pytest.raises(BackgroundSetupError, match="HELIOS_BG_INTERVAL_MS"):
+        poll_interval_ms()
+
+
+def test_results_cache_is_keyed_by_dataset_version(settings, write_small):
+    from components.whatif_run import get_or_run
+
+    config = form_to_config(_form())
+    cache = results_cache(settings)
+    key1, first, _, cached1 = get_or_run(config, settings.data_dir, cache)
+    key2, again, _, cached2 = get_or_run(config, settings.data_dir, cache)
+    assert (cached1, cached2) == (False, True) and key1 == key2
+    assert again.summary.equals(first.summary) and again.records.equals(first.records)
+    write_small("helios-synth", settings.data_dir, n_jobs=2500)  # a new version of the dataset
+    key3, rerun, _, cached3 = get_or_run(config, settings.data_dir, cache)
+    assert key3 != key1 and cached3 is False and rerun.jobs != first.jobs

@@ -1,0 +1,310 @@
+"""sim.scenario: the what-if runner against the simulator's own functions, its key, validation, progress."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import date, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from analytics import schema
+from sim import engine, metrics, workload
+from sim.estimators import noisy_oracle_predict, predict
+from sim.model import SimConfig
+from sim.scenario import (
+    RECORDED,
+    CesOptions,
+    ScenarioConfig,
+    ScenarioError,
+    config_from_dict,
+    config_to_dict,
+    predictions,
+    records_timeline,
+    run_scenario,
+    scenario_key,
+    simulate,
+)
+
+START = datetime(2020, 4, 1)
+VCS = {"vcA": 4, "vcB": 2, "vcC": 1}  # nodes of 8 GPUs
+
+
+def make_cluster(n_jobs: int = 1500, days: int = 10, seed: int = 3) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A congested one-cluster trace with recorded start times, and its daily VC capacities."""
+    rng = np.random.default_rng(seed)
+    submit_s = np.sort(rng.integers(0, days * 86_400, n_jobs))
+    vc = rng.choice(list(VCS), n_jobs, p=[0.6, 0.3, 0.1])
+    gpu = rng.choice([1, 1, 2, 4, 8, 16], n_jobs)
+    gpu = np.where(vc == "vcC", np.minimum(gpu, 8), gpu)
+    duration = rng.lognormal(7.0, 1.6, n_jobs).astype(np.int64)
+    queue = np.where(rng.random(n_jobs) < 0.7, 0, rng.integers(1, 3600, n_jobs))
+    submit = [START + timedelta(seconds=int(s)) for s in submit_s]
+    start = [t + timedelta(seconds=int(q)) for t, q in zip(submit, queue, strict=True)]
+    jobs = pl.DataFrame(
+        {
+            "cluster": "Earth",
+            "job_id": np.arange(1, n_jobs + 1),
+            "user": [f"u{u}" for u in rng.integers(0, 25, n_jobs)],
+            "vc": vc,
+            "gpu_num": gpu,
+            "cpu_num": 4.0,
+            "node_num": 1,
+            "state": "COMPLETED",
+            "submit_time": submit,
+            "start_time": start,
+            "end_time": [s + timedelta(seconds=int(d)) for s, d in zip(start, duration, strict=True)],
+            "duration": duration,
+            "queue": queue,
+        }
+    )
+    caps = [
+        {"cluster": "Earth", "vc": v, "date": date(2020, 4, 1) + timedelta(days=d), "gpus": n * 8}
+        for v, n in VCS.items()
+        for d in range(days + 1)
+    ]
+    return schema.conform_jobs(jobs), pl.DataFrame(caps)
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return make_cluster()
+
+
+WINDOW = {"cluster": "Earth", "start": "2020-04-06", "end": "2020-04-08"}
+
+
+def _direct_workload(jobs, vc_gpus, estimator="history"):
+    window = workload.select_window(
+        jobs, "Earth", None, datetime(2020, 4, 6), datetime(2020, 4, 8, 23, 59, 59)
+    )
+    nodes = workload.vc_nodes_on(vc_gpus, "Earth", window.start.date())
+    return window, workload.to_workload(window, nodes, predict(estimator, window.history, window.jobs))
+
+
+@pytest.mark.parametrize("policy", ["fifo", "sjf", "qssf", "srtf", "las"])
+def test_vc_by_vc_simulation_equals_one_engine_run(trace, policy):
+    _, w = _direct_workload(*trace)
+    whole = metrics.job_records(engine.run(SimConfig(policy=policy), w)).drop("nodes", "priority")
+    split = metrics.job_records(simulate(SimConfig(policy=policy), w)).drop("nodes", "priority")
+    assert split.equals(whole)
+
+
+def test_comparison_table_matches_the_simulator_metrics(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo", "qssf")), jobs, vc_gpus)
+    _, w = _direct_workload(jobs, vc_gpus)
+    assert result.summary["scheme"].to_list() == [RECORDED, "fifo", "qssf"]
+    table = {r["scheme"]: r for r in result.summary.iter_rows(named=True)}
+    expected_recorded = metrics.summarize(metrics.recorded_records(w))["all"]
+    for policy in ("fifo", "qssf"):
+        expected = metrics.summarize(metrics.job_records(engine.run(SimConfig(policy=policy), w)))["all"]
+        for col in ("jobs", "avg_jct_s", "p95_jct_s", "avg_queue_s", "p99_queue_s", "avg_bounded_slowdown"):
+            assert table[policy][col] == expected[col], (policy, col)
+    assert table[RECORDED]["avg_jct_s"] == expected_recorded["avg_jct_s"]
+    assert table["fifo"]["avg_jct_x_vs_fifo"] == 1.0
+    ratio = table[RECORDED]["avg_jct_s"] / table["qssf"]["avg_jct_s"]
+    assert table["qssf"]["avg_jct_x_vs_recorded"] == pytest.approx(ratio, abs=0.006)
+    assert result.jobs == len(w) and result.records.height == 3 * len(w)
+
+
+def test_utilisation_and_timelines_are_consistent(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("sjf",)), jobs, vc_gpus)
+    tl = result.timeline
+    capacity = sum(VCS.values()) * 8
+    assert set(tl["scheme"].unique()) == {RECORDED, "sjf"}
+    sjf = tl.filter(pl.col("scheme") == "sjf")
+    assert (sjf["used_gpus"] <= capacity).all() and (sjf["used_gpus"] >= 0).all()
+    assert (tl["capacity_gpus"] == capacity).all()
+    util = dict(result.summary.select("scheme", "gpu_util_pct").iter_rows())
+    assert 0 < util["sjf"] <= 100
+    span = sjf.filter(pl.col("time") <= datetime(2020, 4, 8, 23, 59, 59))
+    assert util["sjf"] == pytest.approx(span["used_gpus"].mean() / capacity * 100, abs=0.6)
+
+
+def test_records_timeline_by_hand():
+    records = pl.DataFrame(
+        {
+            "submit_s": [0, 10, 20],
+            "start_s": [0, 30, 25],
+            "end_s": [50, 40, 25],
+            "gpu_num": [2, 4, 8],
+            "placed": [True, True, True],
+        }
+    )
+    used, queued = records_timeline(records, np.array([0, 10, 20, 25, 30, 45, 50]))
+    assert used.tolist() == [2, 2, 2, 2, 6, 2, 0]  # the zero-length job never holds GPUs
+    assert queued.tolist() == [0, 1, 2, 1, 0, 0, 0]
+
+
+def test_cdfs_and_per_vc_means_cover_every_scheme(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo", "srtf")), jobs, vc_gpus)
+    cdf = result.cdf
+    for scheme in (RECORDED, "fifo", "srtf"):
+        for metric in ("jct_s", "queue_s"):
+            part = cdf.filter((pl.col("scheme") == scheme) & (pl.col("metric") == metric))
+            assert part["value_s"].is_sorted() and part["fraction"][-1] == 1.0
+    fifo = result.records.filter((pl.col("scheme") == "fifo") & pl.col("placed"))
+    assert (
+        cdf.filter((pl.col("scheme") == "fifo") & (pl.col("metric") == "jct_s"))["value_s"][-1]
+        == fifo["jct_s"].max()
+    )
+    means = result.per_vc.filter(pl.col("scheme") == "fifo").sort("vc")
+    expected = fifo.group_by("vc").agg(pl.col("queue_s").mean()).sort("vc")
+    assert np.allclose(means["avg_queue_s"].to_numpy(), expected["queue_s"].to_numpy())
+
+
+def test_progress_rises_to_done_and_beats_between_stages(trace):
+    jobs, vc_gpus = trace
+    seen: list[tuple[float, str]] = []
+    run_scenario(
+        ScenarioConfig(**WINDOW), jobs, vc_gpus, progress=lambda f, m: seen.append((f, m)), heartbeat_s=0.001
+    )
+    fractions = [f for f, _ in seen]
+    assert fractions[-1] == 1.0 and seen[-1][1].startswith("done")
+    assert all(b >= a for a, b in zip(fractions, fractions[1:], strict=False))
+    assert any("VC 3/3" in m for _, m in seen)
+    assert len(seen) > 3 * 4  # per-VC reports for each of the four default policies
+
+
+def test_load_factor_drops_the_recorded_baseline(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo",), load_factor=1.5), jobs, vc_gpus)
+    assert result.summary["scheme"].to_list() == ["fifo"]
+    assert result.summary["avg_jct_x_vs_recorded"][0] is None
+
+
+def test_capacity_scale_changes_the_nodes(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo",), capacity_scale=2.0), jobs, vc_gpus)
+    assert result.vc_nodes == {v: 2 * n for v, n in VCS.items()}
+
+
+def test_noise_level_scales_the_artifact_error_model(trace):
+    jobs, vc_gpus = trace
+    window, _ = _direct_workload(jobs, vc_gpus)
+    true_s = window.jobs["duration"].to_numpy().astype(float)
+    assert np.array_equal(predictions("noisy-oracle", window, seed=5, noise_level=0.0), true_s)
+    artifact = noisy_oracle_predict(window.history, window.jobs, 5)
+    assert np.array_equal(predictions("noisy-oracle", window, seed=5, noise_level=1.0), artifact)
+    doubled = predictions("noisy-oracle", window, seed=5, noise_level=2.0)
+    assert np.array_equal(doubled, np.trunc(true_s + 2 * (artifact - true_s)))
+
+
+def test_predictor_ladder_from_oracle_to_no_information(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("qssf",), ladder=True), jobs, vc_gpus)
+    ladder = result.ladder
+    assert ladder["predictor"].to_list() == ["oracle", "lightgbm", "history", "none"]
+    assert ladder["spearman"][0] == 1.0 and ladder["spearman"][3] is None
+    oracle_qssf = engine.run(SimConfig(policy="qssf"), _oracle_workload(jobs, vc_gpus))
+    expected = metrics.summarize(metrics.job_records(oracle_qssf))["all"]["avg_jct_s"]
+    assert ladder["avg_jct_s"][0] == pytest.approx(expected, abs=0.05)
+
+
+def _oracle_workload(jobs, vc_gpus):
+    window, w = _direct_workload(jobs, vc_gpus)
+    return dataclasses.replace(w, predicted_s=window.jobs["duration"].to_numpy().astype(float))
+
+
+def test_predictor_quality_counts_every_job(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo",), estimator="oracle"), jobs, vc_gpus)
+    pred = result.predictor
+    assert pred["mae_s"] == 0 and pred["spearman"] == 1.0
+    assert pred["density"]["jobs"].sum() == result.jobs
+    diagonal = pred["density"].filter(pl.col("log10_actual_s") == pl.col("log10_predicted_s"))
+    assert diagonal["jobs"].sum() == result.jobs
+
+
+def test_key_is_stable_and_covers_every_field():
+    base = ScenarioConfig(**WINDOW)
+    assert scenario_key("v1", base) == scenario_key("v1", ScenarioConfig(**WINDOW))
+    assert scenario_key("v1", base) != scenario_key("v2", base)
+    variants = [
+        dataclasses.replace(base, policies=("fifo",)),
+        dataclasses.replace(base, backfill=True),
+        dataclasses.replace(base, load_factor=1.1),
+        dataclasses.replace(base, noise_level=0.5),
+        dataclasses.replace(base, vcs=("vcA",)),
+        dataclasses.replace(base, ces=CesOptions(enabled=True)),
+        dataclasses.replace(base, ces=CesOptions(policy=(("buffer", 3.0),))),
+    ]
+    keys = {scenario_key("v1", v) for v in variants}
+    assert len(keys) == len(variants) and scenario_key("v1", base) not in keys
+
+
+def test_config_round_trips_through_a_dict():
+    config = ScenarioConfig(**WINDOW, vcs=("vcA",), ces=CesOptions(enabled=True, policy=(("keep", 6.0),)))
+    assert config_from_dict(config_to_dict(config)) == config
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"policies": ["fifo", "best"]}, "unknown policy 'best'"),
+        ({"load_factor": 0}, "load factor must be a positive number"),
+        ({"start": "2020-04-09", "end": "2020-04-02"}, "is before start"),
+        ({"start": "April"}, "not a date"),
+        ({"placer": "tetris"}, "unknown placer"),
+        ({"policies": []}, "choose at least one policy"),
+        ({"ces": {"enabled": True, "schedule": "las"}}, "CES schedule 'las'"),
+        ({"ces": {"enabled": True, "policy": {"future": 0}}}, "CES parameter future out of range"),
+        ({"colour": "blue"}, "unknown scenario field"),
+    ],
+)
+def test_bad_configs_are_refused_with_a_clear_message(change, message):
+    with pytest.raises(ScenarioError, match=message):
+        config_from_dict({**config_to_dict(ScenarioConfig(**WINDOW)), **change})
+
+
+def test_an_unknown_cluster_is_a_scenario_error(trace):
+    with pytest.raises(ScenarioError, match="cluster 'Mars' has no GPU jobs"):
+        run_scenario(ScenarioConfig(cluster="Mars"), *trace)
+
+
+@pytest.fixture(scope="module")
+def long_trace():
+    return make_cluster(n_jobs=4000, days=70)  # April trains and May validates the CES forecaster
+
+
+CES_WINDOW = {"cluster": "Earth", "start": "2020-06-05", "end": "2020-06-09"}
+
+
+def test_ces_on_the_recorded_schedule_equals_helios_ces_by_hand(long_trace):
+    from sim.ces.demand import dataset_node_series
+    from sim.ces.policy import PRESETS
+    from sim.ces.run import CesConfig, run_ces
+
+    jobs, vc_gpus = long_trace
+    ces = CesOptions(enabled=True, preset="earth", mode="recursive", policy=(("buffer", 2.0),))
+    result = run_scenario(ScenarioConfig(**CES_WINDOW, policies=("fifo",), ces=ces), jobs, vc_gpus)
+    recorded = jobs.filter(pl.col("submit_time") <= datetime(2020, 6, 9, 23, 59, 59))
+    series, _ = dataset_node_series(recorded, vc_gpus)
+    policy = dataclasses.replace(PRESETS["earth"], buffer=2)
+    expected = run_ces(
+        series, CesConfig("recursive", datetime(2020, 6, 5), datetime(2020, 6, 10), policy)
+    ).metrics
+    for key in ("original_used_pct", "optimized_used_pct", "energy_saved_kwh", "lack_node_steps", "steps"):
+        assert result.ces["metrics"][key] == pytest.approx(expected[key]), key
+    timeline = result.ces["timeline"]
+    assert timeline["time"].min() == datetime(2020, 6, 5) and timeline.height == 5 * 144
+
+
+def test_ces_can_replay_a_simulated_schedule(long_trace):
+    jobs, vc_gpus = long_trace
+    ces = CesOptions(enabled=True, preset="earth", mode="recursive", schedule="sjf")
+    result = run_scenario(ScenarioConfig(**CES_WINDOW, policies=("sjf",), ces=ces), jobs, vc_gpus)
+    metrics_ = result.ces["metrics"]
+    assert metrics_["steps"] > 0 and 0 < metrics_["original_used_pct"] <= 100
+    assert {"energy_saved_kwh", "co2_saved_kg", "cost_saved", "lack_node_steps"} <= set(metrics_)
+
+
+def test_a_scenario_is_deterministic(trace):
+    config = ScenarioConfig(**WINDOW, placer="random", estimator="noisy-oracle", seed=4)
+    first, second = run_scenario(config, *trace), run_scenario(config, *trace)
+    assert first.summary.equals(second.summary) and first.records.equals(second.records)
+    assert first.timeline.equals(second.timeline)
