@@ -78,11 +78,7 @@ def dataset_choices(settings: Settings) -> list[str]:
 def dataset_scope(name: str, settings: Settings) -> tuple[list[str], str | None, str | None]:
     """A dataset's clusters and its first and last submit day."""
     ds = store.open_dataset(name, settings.data_dir)
-    row = (
-        ds.jobs()
-        .select(pl.col("submit_time").min().alias("a"), pl.col("submit_time").max().alias("b"))
-        .collect()
-    )
+    row = ds.jobs().select(pl.col("submit_time").min().alias("a"), pl.col("submit_time").max().alias("b")).collect()
     first, last = row.row(0)
     clusters = ds.clusters or sorted(ds.jobs().select("cluster").unique().collect()["cluster"].to_list())
     return clusters, first and first.date().isoformat(), last and last.date().isoformat()
@@ -125,9 +121,7 @@ def page_layout(params: dict[str, Any]) -> html.Div:
         return html.Div(
             [
                 html.H4("What-if"),
-                dbc.Alert(
-                    ["No dataset yet. Build one with ", html.Code("helios demo"), "."], color="warning"
-                ),
+                dbc.Alert(["No dataset yet. Build one with ", html.Code("helios demo"), "."], color="warning"),
             ]
         )
     page = ids.layout(form, names, scope, flat.get("run") == "1", problems)
@@ -156,8 +150,8 @@ def form_of(values: list[Any], policy_values: list[Any], energy_values: list[Any
         dataset or "", cluster or "", (start or None) and str(start)[:10], (end or None) and str(end)[:10]
     )
     form.update(
-        vcs=list(vcs or []),
-        policies=list(chosen or []),
+        vcs=vcs or [],
+        policies=chosen or [],
         placer=placer or "consolidate",
         backfill=bool(backfill),
         estimator=estimator or "history",
@@ -188,9 +182,7 @@ def _graph(name: str, figure, height_px: int = 380) -> dcc.Graph:
 
 
 def _card(title: str, body) -> dbc.Card:
-    return dbc.Card(
-        dbc.CardBody([html.H6(title, className="mb-2"), body], className="p-2"), className="mb-3 shadow-sm"
-    )
+    return dbc.Card(dbc.CardBody([html.H6(title, className="mb-2"), body], className="p-2"), className="mb-3 shadow-sm")
 
 
 def _predictor_text(predictor: dict) -> html.Div:
@@ -204,6 +196,13 @@ def _predictor_text(predictor: dict) -> html.Div:
     )
 
 
+def _importance_row(importance: dict[str, float] | None) -> dbc.Row | None:
+    if importance is None:
+        return None
+    figure = wf.importance_figure(wf.importance_frame(importance))
+    return dbc.Row([dbc.Col(_graph("importance", figure, 340), lg=6)], className="g-3")
+
+
 def results_children(result: ScenarioResult) -> list:
     """Everything the page shows for a scenario result."""
     nodes = sum(result.vc_nodes.values())
@@ -214,12 +213,8 @@ def results_children(result: ScenarioResult) -> list:
             _card("Comparison with what really happened", wf.comparison_table(result.summary)),
             dbc.Row(
                 [
-                    dbc.Col(
-                        _graph("jct-cdf", wf.cdf_figure(result.cdf, "jct_s", "Job completion time CDF")), lg=6
-                    ),
-                    dbc.Col(
-                        _graph("queue-cdf", wf.cdf_figure(result.cdf, "queue_s", "Queueing delay CDF")), lg=6
-                    ),
+                    dbc.Col(_graph("jct-cdf", wf.cdf_figure(result.cdf, "jct_s", "Job completion time CDF")), lg=6),
+                    dbc.Col(_graph("queue-cdf", wf.cdf_figure(result.cdf, "queue_s", "Queueing delay CDF")), lg=6),
                 ],
                 className="g-3",
             ),
@@ -240,18 +235,11 @@ def results_children(result: ScenarioResult) -> list:
                     _predictor_text(pred),
                     dbc.Row(
                         [
-                            dbc.Col(
-                                _graph("density", wf.density_figure(pred["density"], pred["name"])), lg=6
-                            ),
+                            dbc.Col(_graph("density", wf.density_figure(pred["density"], pred["name"])), lg=6),
                             dbc.Col(_graph("ladder", wf.ladder_figure(result.ladder)), lg=6),
                         ]
                     ),
-                    html.Div(
-                        "LightGBM feature importance is not shown: the estimator does not expose its model.",
-                        className="small text-muted",
-                    )
-                    if pred["name"] == "lightgbm"
-                    else None,
+                    _importance_row(result.importance),
                 ]
             ),
         )
@@ -279,18 +267,24 @@ def _shown(result: ScenarioResult, key: str, seconds: float, cached: bool) -> tu
 # --- callbacks ---
 
 
+def one_line(exc: Exception, max_chars: int = 300) -> str:
+    """An exception's message on one line, cut to max_chars characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+
+
 def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings: Settings):
     """Validate the form, put it in the URL; show a cached result at once, else start the background run."""
     if ctx.triggered_id != ids.RUN and not autorun:
         raise PreventUpdate
-    form = form_of(list(values), policy_values, energy_values)
     try:
+        form = form_of(list(values), policy_values, energy_values)
         config = form_to_config(form)
         key = key_of(config, settings.data_dir)
-    except USER_ERRORS as exc:
+    except (*USER_ERRORS, TypeError) as exc:
         return (
             no_update,
-            dbc.Alert(str(exc), color="danger", className="py-1 small"),
+            dbc.Alert(one_line(exc), color="danger", className="py-1 small"),
             no_update,
             no_update,
             no_update,
@@ -406,6 +400,21 @@ def download(n_summary, n_records, n_json, n_ces, meta: dict | None, settings: S
     return dcc.send_string(result.ces["timeline"].write_csv(), f"{stem}-ces-timeline.csv")
 
 
+def download_importance(n_clicks, meta: dict | None, settings: Settings):
+    """Send LightGBM's feature importance of the shown result as CSV."""
+    result = _cached_result(meta, settings)
+    if not n_clicks or result is None or result.importance is None:
+        raise PreventUpdate
+    frame = wf.importance_frame(result.importance)
+    return dcc.send_string(frame.write_csv(), f"helios-whatif-{meta['key'][:8]}-feature-importance.csv")
+
+
+def importance_button_style(meta: dict | None, settings: Settings) -> dict | None:
+    """Show the feature-importance download only when the shown result has a LightGBM model."""
+    result = _cached_result(meta, settings)
+    return None if result is not None and result.importance is not None else ids.HIDDEN
+
+
 def scope_options(dataset: str | None, settings: Settings) -> tuple:
     """Cluster choices and date bounds of the chosen dataset."""
     if not dataset:
@@ -508,6 +517,16 @@ def _register_panels(app: Dash, settings: Settings) -> None:
         State(ids.RESULT, "data"),
         prevent_initial_call=True,
     )(lambda a, b, c, d, meta: download(a, b, c, d, meta, settings))
+    app.callback(
+        Output(ids.DOWNLOAD_IMPORTANCE, "data"),
+        Input(ids.DL_IMPORTANCE, "n_clicks"),
+        State(ids.RESULT, "data"),
+        prevent_initial_call=True,
+    )(lambda n, meta: download_importance(n, meta, settings))
+    app.callback(
+        Output(ids.DL_IMPORTANCE, "style"),
+        Input(ids.RESULT, "data"),
+    )(lambda meta: importance_button_style(meta, settings))
 
 
 def _register_form(app: Dash, settings: Settings) -> None:

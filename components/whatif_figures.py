@@ -219,6 +219,34 @@ def ladder_figure(ladder: pl.DataFrame | None) -> go.Figure:
     return style(fig, title, "predictor (Spearman ρ with true duration)", "average JCT (s)")
 
 
+def importance_frame(importance: dict[str, float] | None) -> pl.DataFrame:
+    """LightGBM's gain share (%) per feature as a frame (feature, gain_pct), the largest first."""
+    if not importance:
+        return pl.DataFrame(schema={"feature": pl.String, "gain_pct": pl.Float64})
+    frame = pl.DataFrame({"feature": list(importance), "gain_pct": list(importance.values())})
+    return frame.sort("gain_pct", descending=True, maintain_order=True)
+
+
+def importance_figure(importance: pl.DataFrame) -> go.Figure:
+    """LightGBM's gain share per feature as horizontal bars, the largest on top."""
+    title = "LightGBM feature importance (gain)"
+    if importance.is_empty():
+        return empty_figure("No LightGBM model was fitted.", title)
+    rows = importance.sort("gain_pct", maintain_order=True)  # Plotly draws the first bar at the bottom
+    fig = go.Figure(
+        go.Bar(
+            x=rows["gain_pct"].to_list(),
+            y=rows["feature"].to_list(),
+            orientation="h",
+            marker_color=PALETTE[0],
+            hovertemplate="%{y}: %{x:.1f} % of the total gain<extra></extra>",
+        )
+    )
+    fig.update_yaxes(type="category")
+    fig.update_layout(showlegend=False)
+    return style(fig, title, "gain (share of total, %)", "feature")
+
+
 def ces_figure(timeline: pl.DataFrame) -> go.Figure:
     """Running, predicted, powered-on and total nodes over the CES window (paper Figs. 14/15)."""
     title = "CES: nodes over time"

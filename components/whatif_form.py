@@ -55,7 +55,9 @@ DL_SUMMARY = "whatif-dl-summary"
 DL_RECORDS = "whatif-dl-records"
 DL_JSON = "whatif-dl-json"
 DL_CES = "whatif-dl-ces"
+DL_IMPORTANCE = "whatif-dl-importance"
 DOWNLOAD = "whatif-download"
+DOWNLOAD_IMPORTANCE = "whatif-download-importance"
 WAIT_PANEL = "whatif-wait"
 WAIT_SCHEME = "whatif-wait-scheme"
 WAIT_JOB = "whatif-wait-job"
@@ -297,7 +299,9 @@ def downloads() -> html.Div:
             dbc.Button("per-job records CSV", id=DL_RECORDS, **button),
             dbc.Button("metrics JSON", id=DL_JSON, **button),
             dbc.Button("CES timeline CSV", id=DL_CES, **button),
+            dbc.Button("feature importance CSV", id=DL_IMPORTANCE, style=HIDDEN, **button),
             dcc.Download(id=DOWNLOAD),
+            dcc.Download(id=DOWNLOAD_IMPORTANCE),
         ],
         id=DOWNLOADS,
         style=HIDDEN,

@@ -65,6 +65,7 @@ def metrics_json(result: ScenarioResult) -> str:
         "per_vc": result.per_vc.to_dicts(),
         "predictor": {k: v for k, v in result.predictor.items() if k != "density"},
         "ladder": result.ladder.to_dicts() if result.ladder is not None else None,
+        "feature_importance_gain_pct": result.importance,
         "ces": result.ces["metrics"] if result.ces else None,
         "stage_s": result.stage_s,
     }

@@ -18,9 +18,7 @@ ENERGY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Energy
 NUMBER_KEYS: dict[str, str] = {"noise": "noise_level", "load": "load_factor", "cap": "capacity_scale"}
 
 
-def default_form(
-    dataset: str = "", cluster: str = "", start: str | None = None, end: str | None = None
-) -> dict:
+def default_form(dataset: str = "", cluster: str = "", start: str | None = None, end: str | None = None) -> dict:
     """The form of a fresh what-if page: four policies, history predictor, CES off."""
     return {
         "dataset": dataset,
@@ -47,7 +45,8 @@ def default_form(
 
 def default_preset(cluster: str) -> str:
     """The CES preset named after the cluster, else philly's."""
-    return cluster.lower() if cluster.lower() in PRESETS else "philly"
+    name = cluster.lower() if isinstance(cluster, str) else ""
+    return name if name in PRESETS else "philly"
 
 
 def _split(value: str) -> list[str]:
@@ -159,14 +158,49 @@ def form_to_search(form: dict) -> str:
     return "?" + urlencode(form_to_params(form), safe=",")
 
 
+MAX_FORM_NUMBER = 10.0
+MAX_CES_NUMBER = 1e6
+MAX_TEXT_CHARS = 200
+MAX_LIST_ITEMS = 1000
+TEXT_FIELDS: tuple[str, ...] = ("dataset", "cluster", "placer", "estimator", "ces_preset", "ces_mode", "ces_schedule")
+
+
+def _check_text(value: Any, field: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or not value.isprintable():
+        raise ScenarioError(
+            f"{field.replace('_', ' ')} must be a printable name of at most {MAX_TEXT_CHARS} characters"
+        )
+
+
+def check_form_types(form: dict) -> None:
+    """Refuse (ScenarioError) form values a browser cannot send: non-text names, long lists, huge CES numbers."""
+    for field in (*TEXT_FIELDS, "start", "end"):
+        _check_text(form.get(field), field)
+    for field in ("vcs", "policies"):
+        items = form.get(field) or []
+        if not isinstance(items, list) or len(items) > MAX_LIST_ITEMS:
+            raise ScenarioError(f"{field} must be a list of at most {MAX_LIST_ITEMS} names")
+        for item in items:
+            _check_text(item, field)
+    for group in ("ces_policy", "ces_energy"):
+        for name, value in (form.get(group) or {}).items():
+            if not -MAX_CES_NUMBER <= float(value) <= MAX_CES_NUMBER:
+                raise ScenarioError(f"CES parameter {name} must be between -{MAX_CES_NUMBER:g} and {MAX_CES_NUMBER:g}")
+
+
 def form_to_config(form: dict) -> ScenarioConfig:
     """The validated ScenarioConfig a form describes (raises ScenarioError with a one-line message)."""
     if not form.get("dataset"):
         raise ScenarioError("choose a dataset")
+    check_form_types(form)
     try:
         numbers = {field: float(form[field]) for field in NUMBER_KEYS.values()}
     except (TypeError, ValueError) as exc:
         raise ScenarioError(f"load factor, capacity scale and noise level must be numbers ({exc})") from exc
+    if not all(0 <= v <= MAX_FORM_NUMBER for v in numbers.values()):
+        raise ScenarioError(f"load factor, capacity scale and noise level must be between 0 and {MAX_FORM_NUMBER:g}")
     ces = CesOptions(
         enabled=bool(form.get("ces_enabled")),
         preset=form.get("ces_preset") or "philly",

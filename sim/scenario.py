@@ -3,8 +3,8 @@
 `run_scenario(config, jobs, vc_gpus, progress)` is pure (no UI, no I/O): it selects the window, predicts
 durations, simulates every chosen policy VC by VC (reporting progress between VCs and on a heartbeat), and
 returns a `ScenarioResult` holding the comparison table, per-VC means, CDFs, resampled timelines, per-job
-records, the predictor's quality and the CES outcome. `scenario_key(dataset_version, config)` is its stable
-cache key.
+records, the predictor's quality, LightGBM's feature importance and the CES outcome.
+`scenario_key(dataset_version, config)` is its stable cache key.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from sim.ces.energy import EnergyParams
 from sim.ces.policy import PRESETS, PolicyParams
 from sim.ces.run import MODES, CesConfig, run_ces
 from sim.estimators import ESTIMATORS, noisy_oracle_predict, predict, quality
+from sim.estimators.lgbm import lightgbm_fit_predict
 from sim.model import SimConfig, SimResult, VCResult, Workload
 
-SCENARIO_CODE_VERSION = "1"  # bump when the results of the same configuration change
+SCENARIO_CODE_VERSION = "2"  # bump when the results of the same configuration change
 RECORDED = "recorded"
 DEFAULT_POLICIES: tuple[str, ...] = ("fifo", "sjf", "srtf", "qssf")
 LGBM_TRAIN_JOBS = 50_000  # most recent past jobs LightGBM is fitted on (keeps the fit to seconds)
@@ -100,6 +101,7 @@ class ScenarioResult:
     ladder: pl.DataFrame | None
     ces: dict[str, Any] | None
     stage_s: dict[str, float]
+    importance: dict[str, float] | None = None  # LightGBM's gain share (%) per feature, when LightGBM ran
 
 
 # --- configuration ---
@@ -268,14 +270,22 @@ def _window(config: ScenarioConfig, jobs: pl.DataFrame) -> workload.Window:
 
 def predictions(name: str, window: workload.Window, seed: int, noise_level: float = 1.0) -> np.ndarray:
     """Predicted durations (s) of the window jobs; 'none' predicts one constant (no information)."""
+    return predictions_and_importance(name, window, seed, noise_level)[0]
+
+
+def predictions_and_importance(
+    name: str, window: workload.Window, seed: int, noise_level: float = 1.0
+) -> tuple[np.ndarray, dict[str, float] | None]:
+    """`predictions` plus LightGBM's gain share (%) per feature (None for the other predictors)."""
     if name == "none":
-        return np.ones(window.jobs.height, dtype=np.float64)
+        return np.ones(window.jobs.height, dtype=np.float64), None
     if name == "noisy-oracle":
         true_s = window.jobs.get_column("duration").fill_null(0).to_numpy().astype(np.float64)
         artifact = noisy_oracle_predict(window.history, window.jobs, seed)
-        return np.trunc(true_s + noise_level * (artifact - true_s))
-    history = window.history.tail(LGBM_TRAIN_JOBS) if name == "lightgbm" else window.history
-    return predict(name, history, window.jobs, seed)
+        return np.trunc(true_s + noise_level * (artifact - true_s)), None
+    if name == "lightgbm":
+        return lightgbm_fit_predict(window.history.tail(LGBM_TRAIN_JOBS), window.jobs, seed)
+    return predict(name, window.history, window.jobs, seed), None
 
 
 def _sim_config(config: ScenarioConfig, policy: str) -> SimConfig:
@@ -627,8 +637,10 @@ def _prepare(
     nodes = workload.vc_nodes_on(vc_gpus, config.cluster, window.start.date(), config.gpus_per_node)
     nodes = workload.scale_nodes(nodes, config.capacity_scale)
     reporter.report(step * 0.5, f"predicting durations ({config.estimator})")
-    predicted = predictions(config.estimator, window, config.seed, config.noise_level)
-    return window, workload.to_workload(window, nodes, predicted, config.load_factor)
+    predicted, importance = predictions_and_importance(
+        config.estimator, window, config.seed, config.noise_level
+    )
+    return window, workload.to_workload(window, nodes, predicted, config.load_factor), importance
 
 
 def _simulate_policies(
@@ -650,14 +662,17 @@ def _simulate_policies(
 def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool) -> ScenarioResult:
     step = 1.0 / (len(_stage_weights(config)) + 1)
     t = time.perf_counter()
-    window, w = _prepare(config, jobs, vc_gpus, reporter, step)
+    window, w, importance = _prepare(config, jobs, vc_gpus, reporter, step)
     stage_s: dict[str, float] = {"prepare": time.perf_counter() - t}
     schemes = _Schemes(w, window.start, config.gpus_per_node)
     baseline = recorded_records(w) if config.load_factor == 1.0 else None
     if baseline is not None:
         schemes.add(RECORDED, baseline, *records_timeline(baseline, schemes.grid))
     _simulate_policies(config, w, schemes, reporter, step, stage_s)
-    ladder = _ladder(config, window, w, reporter, step, stage_s) if config.ladder else None
+    ladder = None
+    if config.ladder:
+        ladder, ladder_importance = _ladder(config, window, w, reporter, step, stage_s)
+        importance = importance or ladder_importance
     ces = None
     if config.ces.enabled:
         t = time.perf_counter()
@@ -667,7 +682,11 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool) -> Scen
     reporter.report(1.0 - step * 0.2, "summarising")
     result = _assemble(config, window, w, schemes, keep_records)
     result = dataclasses.replace(
-        result, ladder=ladder, ces=ces, stage_s={k: round(v, 3) for k, v in stage_s.items()}
+        result,
+        ladder=ladder,
+        ces=ces,
+        stage_s={k: round(v, 3) for k, v in stage_s.items()},
+        importance=importance,
     )
     reporter.report(1.0, "done")
     return result
@@ -695,14 +714,18 @@ def _assemble(
     )
 
 
-def _ladder(config, window, w: Workload, reporter: _Reporter, step: float, stage_s: dict) -> pl.DataFrame:
-    """QSSF's average JCT and queue with each predictor of LADDER (oracle ... no information)."""
+def _ladder(
+    config, window, w: Workload, reporter: _Reporter, step: float, stage_s: dict
+) -> tuple[pl.DataFrame, dict[str, float] | None]:
+    """QSSF's average JCT and queue with each predictor of LADDER, and LightGBM's gain shares (%)."""
     rows = []
+    importance = None
     base = step * (len(config.policies) + 1)
     for k, name in enumerate(LADDER):
         t = time.perf_counter()
         reporter.report(base + step * k, f"QSSF with the {name} predictor")
-        predicted = predictions(name, window, config.seed)
+        predicted, shares = predictions_and_importance(name, window, config.seed)
+        importance = importance or shares
         wk = dataclasses.replace(w, predicted_s=predicted[: len(w)])
         rec = sim_records(simulate(_sim_config(config, "qssf"), wk), "qssf")
         placed = rec.filter(pl.col("placed"))
@@ -716,4 +739,4 @@ def _ladder(config, window, w: Workload, reporter: _Reporter, step: float, stage
             }
         )
         stage_s[f"ladder:{name}"] = time.perf_counter() - t
-    return pl.DataFrame(rows)
+    return pl.DataFrame(rows), importance

@@ -12,6 +12,9 @@ from sim.estimators.history import history_predict
 
 MIN_TRAIN_ROWS = 200
 _CATEGORICAL = ("user", "vc", "name_token")
+_NUMERIC = ("gpu_num", "cpu_num", "node_num", "hour", "weekday")
+_USER_STATS = ("user_mean_log_s", "user_prev_jobs", "user_last_log_s")
+FEATURES: tuple[str, ...] = (*_CATEGORICAL, *_NUMERIC, *_USER_STATS)  # the model's columns, in order
 _PARAMS = {
     "objective": "regression",
     "learning_rate": 0.05,
@@ -25,7 +28,11 @@ _PARAMS = {
 
 
 def _base_features(df: pl.DataFrame) -> pl.DataFrame:
-    token = pl.col("job_name").str.split_exact(" ", 0).struct.field("field_0") if "job_name" in df.columns else None
+    token = (
+        pl.col("job_name").str.split_exact(" ", 0).struct.field("field_0")
+        if "job_name" in df.columns
+        else None
+    )
     return df.select(
         "user",
         "vc",
@@ -68,20 +75,35 @@ def _matrix(base: pl.DataFrame, stats: pl.DataFrame, codes: dict[str, dict[str, 
     cols = []
     for name in _CATEGORICAL:
         mapping = codes[name]
-        cols.append(np.array([mapping.get(v, np.nan) for v in base.get_column(name).to_list()], dtype=np.float64))
-    for name in ("gpu_num", "cpu_num", "node_num", "hour", "weekday"):
+        cols.append(
+            np.array([mapping.get(v, np.nan) for v in base.get_column(name).to_list()], dtype=np.float64)
+        )
+    for name in _NUMERIC:
         cols.append(base.get_column(name).fill_null(float("nan")).to_numpy().astype(np.float64))
-    for name in stats.columns:
+    for name in _USER_STATS:
         cols.append(stats.get_column(name).fill_null(float("nan")).to_numpy().astype(np.float64))
     return np.column_stack(cols)
 
 
-def lightgbm_predict(history: pl.DataFrame, window: pl.DataFrame, seed: int = 0) -> np.ndarray:
-    """Predicted durations from a LightGBM model fitted on the history jobs (falls back to `history` when few)."""
+def gain_shares_pct(model: lgb.Booster) -> dict[str, float] | None:
+    """Each feature's share (%) of the model's total split gain (None when no split gained anything)."""
+    gain = model.feature_importance(importance_type="gain").astype(np.float64)
+    total = float(gain.sum())
+    if total <= 0:
+        return None
+    return {name: float(g / total * 100.0) for name, g in zip(FEATURES, gain, strict=True)}
+
+
+def lightgbm_fit_predict(
+    history: pl.DataFrame, window: pl.DataFrame, seed: int = 0
+) -> tuple[np.ndarray, dict[str, float] | None]:
+    """`lightgbm_predict`'s predictions and the model's gain shares per feature (None on the fallback)."""
     past = history.filter(pl.col("duration").is_not_null())
     if past.height < MIN_TRAIN_ROWS:
-        warnings.warn(f"only {past.height} past jobs: lightgbm falls back to the history estimator", stacklevel=2)
-        return history_predict(history, window, seed)
+        warnings.warn(
+            f"only {past.height} past jobs: lightgbm falls back to the history estimator", stacklevel=2
+        )
+        return history_predict(history, window, seed), None
     base_train, base_window = _base_features(past), _base_features(window)
     codes = {
         name: {v: i for i, v in enumerate(base_train.get_column(name).drop_nulls().unique().sort().to_list())}
@@ -92,4 +114,9 @@ def lightgbm_predict(history: pl.DataFrame, window: pl.DataFrame, seed: int = 0)
     y = np.log1p(past.get_column("duration").clip(lower_bound=0).to_numpy().astype(np.float64))
     data = lgb.Dataset(x_train, y, categorical_feature=list(range(len(_CATEGORICAL))), free_raw_data=True)
     model = lgb.train({**_PARAMS, "seed": seed}, data, num_boost_round=300)
-    return np.expm1(model.predict(x_window)).clip(min=0.0)
+    return np.expm1(model.predict(x_window)).clip(min=0.0), gain_shares_pct(model)
+
+
+def lightgbm_predict(history: pl.DataFrame, window: pl.DataFrame, seed: int = 0) -> np.ndarray:
+    """Predicted durations from a LightGBM model fitted on the history jobs (falls back to `history` when few)."""
+    return lightgbm_fit_predict(history, window, seed)[0]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -13,6 +15,17 @@ import pytest
 
 from analytics import store
 
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS: tuple[str, ...] = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+)
 CLUSTERS: tuple[str, ...] = ("Venus", "Earth")
 VCS: dict[str, tuple[str, ...]] = {"Venus": ("vcA", "vcB"), "Earth": ("vcC", "vcD", "vcE")}
 START = datetime(2020, 4, 1)
@@ -200,3 +213,40 @@ def ui(dash_app):
     client = dash_app.server.test_client()
     assert client.get("/").status_code == 200
     return DashClient(client)
+
+
+# --- A real browser, shared by every browser test of the session ---------------------------------------
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """Chromium's path; a missing browser fails the run when REQUIRE_BROWSER=1 and skips the test otherwise."""
+    if shutil.which(CHROMIUM) is None:
+        reason = f"Chromium not found at {CHROMIUM} (apt-get install -y chromium chromium-driver)"
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(reason + " and REQUIRE_BROWSER=1")
+        pytest.skip(reason)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    """One headless Chromium (one sync Playwright in the main thread) for the whole session."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium_path, args=list(CHROMIUM_ARGS))
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh 1440x900 tab that records console errors in page.errors."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
+    tab = context.new_page()
+    tab.errors = []
+    tab.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
+    tab.on("pageerror", lambda e: tab.errors.append(str(e)))
+    yield tab
+    context.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -16,17 +15,6 @@ import pytest
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-]
 
 
 def _free_port() -> int:
@@ -47,17 +35,6 @@ def _wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float = 30) -> N
         except OSError:
             time.sleep(0.2)
     raise RuntimeError(f"the dashboard server did not answer on {url} within {timeout_s:g} s")
-
-
-@pytest.fixture(scope="session")
-def chromium_path() -> str:
-    """Chromium's path; a missing browser fails the run when REQUIRE_BROWSER=1 and skips the test otherwise."""
-    if shutil.which(CHROMIUM) is None:
-        reason = f"Chromium not found at {CHROMIUM} (apt-get install -y chromium chromium-driver)"
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(reason + " and REQUIRE_BROWSER=1")
-        pytest.skip(reason)
-    return CHROMIUM
 
 
 @pytest.fixture(scope="session")
@@ -92,29 +69,6 @@ def server_url(tmp_path_factory, chromium_path, write_small) -> str:
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-
-
-@pytest.fixture(scope="session")
-def browser(chromium_path):
-    """One headless Chromium for the session."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    """A fresh 1440x900 tab that records console errors in page.errors."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
-    tab = context.new_page()
-    tab.errors = []
-    tab.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
-    tab.on("pageerror", lambda e: tab.errors.append(str(e)))
-    yield tab
-    context.close()
 
 
 PAGES: tuple[str, ...] = ("/", "/cluster", "/jobs", "/users", "/compare", "/data")

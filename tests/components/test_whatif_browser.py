@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -17,17 +15,6 @@ import pytest
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-]
 BIG_JOBS = 40_000  # enough history that LightGBM + the predictor ladder take seconds (time to cancel)
 
 
@@ -52,18 +39,7 @@ def _wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float = 40) -> N
 
 
 @pytest.fixture(scope="module")
-def chromium() -> str:
-    """Chromium's path; missing, it fails the run when REQUIRE_BROWSER=1 and skips the tests otherwise."""
-    if shutil.which(CHROMIUM) is None:
-        reason = f"Chromium not found at {CHROMIUM} (apt-get install -y chromium chromium-driver)"
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(reason + " and REQUIRE_BROWSER=1")
-        pytest.skip(reason)
-    return CHROMIUM
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, chromium, write_small):
+def server(tmp_path_factory, chromium_path, write_small):
     """Gunicorn (1 worker, 4 threads) serving the app over a small dataset; yields (base URL, settings)."""
     from components.settings import Settings
 
@@ -89,36 +65,6 @@ def server(tmp_path_factory, chromium, write_small):
         finally:
             proc.terminate()
             proc.wait(timeout=15)
-
-
-def in_browser(chromium: str, test) -> None:
-    """Run test(tab) on a fresh 1440x900 Chromium tab in a thread of its own, re-raising its failure."""
-    # Another module may keep a session-wide sync Playwright (and its event loop) alive in the main thread,
-    # and a second sync Playwright cannot start in that thread.
-    from playwright.sync_api import sync_playwright
-
-    outcome: dict[str, BaseException] = {}
-
-    def body() -> None:
-        try:
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-                page = browser.new_page(viewport={"width": 1440, "height": 900})
-                page.errors = []
-                page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: page.errors.append(str(e)))
-                try:
-                    test(page)
-                finally:
-                    browser.close()
-        except BaseException as exc:  # handed to the test's thread below
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=body, name="whatif-browser")
-    worker.start()
-    worker.join()
-    if "error" in outcome:
-        raise outcome["error"]
 
 
 WATCH_PROGRESS = """() => {
@@ -149,14 +95,11 @@ def _explain(tab) -> str:
     return f"url {tab.url}; page {texts}; console errors {tab.errors}"
 
 
-def test_run_watch_progress_cancel_and_reload_the_shared_scenario(chromium, server):
-    def test(tab) -> None:
-        try:
-            _run_cancel_reload(tab, server)
-        except Exception as exc:
-            raise AssertionError(f"{exc}\n{_explain(tab)}") from exc
-
-    in_browser(chromium, test)
+def test_run_watch_progress_cancel_and_reload_the_shared_scenario(page, server):
+    try:
+        _run_cancel_reload(page, server)
+    except Exception as exc:
+        raise AssertionError(f"{exc}\n{_explain(page)}") from exc
 
 
 def _run_cancel_reload(tab, server):
@@ -204,8 +147,8 @@ def _run_cancel_reload(tab, server):
     assert tab.errors == []
 
 
-def test_sweep_mode_charts_a_metric_over_the_grid(chromium, server):
-    in_browser(chromium, lambda tab: _sweep(tab, server))
+def test_sweep_mode_charts_a_metric_over_the_grid(page, server):
+    _sweep(page, server)
 
 
 def _sweep(tab, server) -> None:

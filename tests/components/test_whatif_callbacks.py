@@ -17,6 +17,7 @@ from components import whatif_callbacks as cb
 from components import whatif_figures as wf
 from components import whatif_form as ids
 from components.background import BackgroundSetupError, background_manager, poll_interval_ms
+from components.figures import PALETTE
 from components.settings import Settings
 from components.whatif_run import results_cache
 from components.whatif_state import (
@@ -297,3 +298,43 @@ def test_results_cache_is_keyed_by_dataset_version(settings, write_small):
     write_small("helios-synth", settings.data_dir, n_jobs=2500)  # a new version of the dataset
     key3, rerun, _, cached3 = get_or_run(config, settings.data_dir, cache)
     assert key3 != key1 and cached3 is False and rerun.jobs != first.jobs
+
+
+def test_importance_figure_draws_horizontal_bars_largest_on_top():
+    frame = wf.importance_frame({"user": 20.0, "gpu_num": 50.0, "hour": 30.0})
+    assert frame["feature"].to_list() == ["gpu_num", "hour", "user"]
+    fig = wf.importance_figure(frame)
+    (bars,) = fig.data
+    assert bars.orientation == "h" and list(bars.y) == ["user", "hour", "gpu_num"]
+    assert list(bars.x) == [20.0, 30.0, 50.0] and bars.marker.color == PALETTE[0]
+    assert fig.layout.xaxis.title.text == "gain (share of total, %)"
+    assert fig.layout.title.text.startswith("LightGBM feature importance")
+    empty = wf.importance_figure(wf.importance_frame(None))
+    assert not empty.data and empty.layout.annotations[0].text == "No LightGBM model was fitted."
+
+
+def _graph_ids(children) -> set:
+    return {n["props"]["id"] for n in _walk(children) if str(n["props"].get("id", "")).startswith("whatif-g")}
+
+
+def test_the_importance_figure_appears_only_for_lightgbm(settings):
+    _, _, request, _, _, _ = _click_run(_form(estimator="lightgbm"), settings)
+    children, meta, _, error = cb.run_job(lambda p: None, request, settings)
+    assert error is None and "whatif-graph-importance" in _graph_ids(children)
+    result = results_cache(settings).get(meta["key"])
+    assert sum(result.importance.values()) == pytest.approx(100.0)
+    assert cb.importance_button_style(meta, settings) is None
+    sent = cb.download_importance(1, meta, settings)
+    frame = pl.read_csv(io.StringIO(sent["content"]))
+    assert frame.columns == ["feature", "gain_pct"] and frame["gain_pct"].sum() == pytest.approx(100.0)
+    metrics = _in_context(lambda: cb.download(None, None, 1, None, meta, settings), "whatif-dl-json.n_clicks")
+    assert json.loads(metrics["content"])["feature_importance_gain_pct"] == result.importance
+
+
+def test_no_importance_figure_for_other_predictors(ran, settings):
+    meta, result = ran
+    assert result.importance is None
+    assert "whatif-graph-importance" not in _graph_ids(cb.results_children(result))
+    assert cb.importance_button_style(meta, settings) == ids.HIDDEN
+    with pytest.raises(cb.PreventUpdate):
+        cb.download_importance(1, meta, settings)

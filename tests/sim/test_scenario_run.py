@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import date, datetime, timedelta
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from analytics import schema
 from sim import engine, metrics, workload
 from sim.estimators import noisy_oracle_predict, predict
+from sim.estimators.lgbm import FEATURES, lightgbm_fit_predict
 from sim.model import SimConfig
 from sim.scenario import (
     RECORDED,
@@ -21,6 +23,7 @@ from sim.scenario import (
     config_from_dict,
     config_to_dict,
     predictions,
+    predictions_and_importance,
     records_timeline,
     run_scenario,
     scenario_key,
@@ -200,6 +203,7 @@ def test_predictor_ladder_from_oracle_to_no_information(trace):
     ladder = result.ladder
     assert ladder["predictor"].to_list() == ["oracle", "lightgbm", "history", "none"]
     assert ladder["spearman"][0] == 1.0 and ladder["spearman"][3] is None
+    assert sum(result.importance.values()) == pytest.approx(100.0)  # from the ladder's LightGBM run
     oracle_qssf = engine.run(SimConfig(policy="qssf"), _oracle_workload(jobs, vc_gpus))
     expected = metrics.summarize(metrics.job_records(oracle_qssf))["all"]["avg_jct_s"]
     assert ladder["avg_jct_s"][0] == pytest.approx(expected, abs=0.05)
@@ -308,3 +312,39 @@ def test_a_scenario_is_deterministic(trace):
     first, second = run_scenario(config, *trace), run_scenario(config, *trace)
     assert first.summary.equals(second.summary) and first.records.equals(second.records)
     assert first.timeline.equals(second.timeline)
+
+
+def test_lightgbm_reports_its_gain_importance_and_keeps_its_predictions(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo",), estimator="lightgbm"), jobs, vc_gpus)
+    shares = result.importance
+    assert list(shares) == list(FEATURES)
+    assert all(v >= 0 for v in shares.values()) and sum(shares.values()) == pytest.approx(100.0)
+    assert json.loads(json.dumps(shares)) == shares
+    window, _ = _direct_workload(jobs, vc_gpus)
+    expected = predict("lightgbm", window.history, window.jobs)
+    fifo = result.records.filter(pl.col("scheme") == "fifo").sort("job_id")
+    by_id = dict(zip(window.jobs["job_id"].to_list(), expected.tolist(), strict=True))
+    assert fifo["predicted_s"].to_list() == [by_id[j] for j in fifo["job_id"].to_list()]
+
+
+@pytest.mark.parametrize("name", ["oracle", "noisy-oracle", "history", "none"])
+def test_other_predictors_have_no_importance(trace, name):
+    window, _ = _direct_workload(*trace)
+    predicted, shares = predictions_and_importance(name, window, seed=0)
+    assert shares is None and np.array_equal(predicted, predictions(name, window, seed=0))
+
+
+def test_a_scenario_without_lightgbm_has_no_importance(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo",), estimator="history"), jobs, vc_gpus)
+    assert result.importance is None
+
+
+def test_lightgbm_falling_back_to_history_has_no_importance(trace):
+    window, _ = _direct_workload(*trace)
+    with pytest.warns(UserWarning, match="falls back to the history estimator"):
+        predicted, shares = lightgbm_fit_predict(window.history.head(50), window.jobs)
+    assert shares is None and np.array_equal(
+        predicted, predict("history", window.history.head(50), window.jobs)
+    )
