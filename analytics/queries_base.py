@@ -6,7 +6,7 @@ from datetime import date, datetime, timedelta
 
 import polars as pl
 
-from analytics import db, schema
+from analytics import colstore, schema
 from analytics.filters import NO_FILTER, JobFilter
 from analytics.store import Dataset
 
@@ -28,8 +28,7 @@ def job_predicate(flt: JobFilter, *extra: str, window: bool = True) -> tuple[str
 
 def dataset_clusters(ds: Dataset, flt: JobFilter) -> list[str]:
     """Sorted clusters present in the dataset's jobs or capacity table, restricted to the filter's clusters."""
-    sql = "SELECT DISTINCT cluster FROM jobs UNION SELECT DISTINCT cluster FROM vc_gpus"
-    found = set(db.run(sql, ds=ds)["cluster"].drop_nulls().to_list())
+    found = set(colstore.columns(ds).clusters())
     if flt.clusters:
         found &= set(flt.clusters)
     return sorted(found)
@@ -39,24 +38,28 @@ def _day_start(value: date | datetime) -> datetime:
     return datetime(value.year, value.month, value.day)
 
 
+def _job_time_range(cols: colstore.JobColumns, clusters: list[str]) -> tuple[datetime | None, datetime | None]:
+    """Earliest submit and latest end (else submit) time of the jobs of `clusters`."""
+    spans = [cols.time_range[c] for c in clusters if c in cols.time_range]
+    if not spans:
+        return None, None
+    return colstore.from_us(min(lo for lo, _ in spans)), colstore.from_us(max(hi for _, hi in spans))
+
+
 def period_bounds(ds: Dataset, flt: JobFilter) -> tuple[datetime, datetime] | None:
     """The [start, end) window the time series cover: the filter's, else the capacity table's days, else the jobs'."""
     clusters = dataset_clusters(ds, flt)
     if not clusters:
         return None
-    marks = ", ".join("?" * len(clusters))
-    cap = db.run(f"SELECT min(date) AS lo, max(date) AS hi FROM vc_gpus WHERE cluster IN ({marks})", clusters, ds=ds)
-    lo, hi = cap.row(0)
+    cols = colstore.columns(ds)
+    days = cols.vc_gpus.filter(pl.col("cluster").is_in(clusters))["date"]
+    lo, hi = days.min(), days.max()
     if lo is None:
-        sql = (
-            "SELECT min(submit_time) AS lo, max(coalesce(end_time, submit_time)) AS hi "
-            f"FROM jobs WHERE cluster IN ({marks})"
-        )
-        lo, hi = db.run(sql, clusters, ds=ds).row(0)
+        lo, hi = _job_time_range(cols, clusters)
     if lo is None:
         return None
-    start = flt.start or _day_start(lo)
-    end = flt.end or _day_start(hi) + timedelta(days=1)
+    start = flt.start or _day_start(lo)  # type: ignore[arg-type]
+    end = flt.end or _day_start(hi) + timedelta(days=1)  # type: ignore[arg-type]
     return (start, end) if start < end else None
 
 
@@ -68,24 +71,25 @@ def period(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     return pl.DataFrame({"start": [bounds[0]], "end": [bounds[1]]}, schema=PERIOD_SCHEMA)
 
 
+def _sum_or_null(values: pl.Expr) -> pl.Expr:
+    """The sum of the non-null values, null when there are none (SQL's sum)."""
+    return pl.when(values.count() > 0).then(values.sum())
+
+
 def daily_capacity(ds: Dataset, flt: JobFilter, clusters: list[str], vcs: tuple[str, ...] = ()) -> pl.DataFrame:
     """Per cluster and day, the GPUs of the selected VCs (whole-cluster `*` rows when no VC is selected)."""
     if not clusters:
         return empty(CAPACITY_SCHEMA)
-    marks = ", ".join("?" * len(clusters))
+    caps = colstore.columns(ds).vc_gpus.filter(pl.col("cluster").is_in(clusters))
+    gpus = pl.col("gpus").cast(pl.Int64)
     vcs = vcs or flt.vcs
     if vcs:
-        sql = (
-            f"SELECT cluster, date, sum(gpus)::BIGINT AS total_gpu_num FROM vc_gpus WHERE cluster IN ({marks}) "
-            f"AND vc IN ({', '.join('?' * len(vcs))}) GROUP BY cluster, date ORDER BY cluster, date"
-        )
-        return db.run(sql, [*clusters, *vcs], ds=ds)
-    sql = (
-        "SELECT cluster, date, (CASE WHEN bool_or(vc = ?) THEN sum(gpus) FILTER (WHERE vc = ?) "
-        f"ELSE sum(gpus) END)::BIGINT AS total_gpu_num FROM vc_gpus WHERE cluster IN ({marks}) "
-        "GROUP BY cluster, date ORDER BY cluster, date"
-    )
-    return db.run(sql, [WHOLE_CLUSTER_VC, WHOLE_CLUSTER_VC, *clusters], ds=ds)
+        caps, total = caps.filter(pl.col("vc").is_in(list(vcs))), _sum_or_null(gpus)
+    else:
+        whole = pl.col("vc") == WHOLE_CLUSTER_VC
+        total = pl.when(whole.any()).then(_sum_or_null(gpus.filter(whole))).otherwise(_sum_or_null(gpus))
+    out = caps.group_by("cluster", "date").agg(total.alias("total_gpu_num")).sort("cluster", "date")
+    return out.cast(CAPACITY_SCHEMA)  # type: ignore[arg-type]
 
 
 def mean_capacity(ds: Dataset, flt: JobFilter, clusters: list[str]) -> pl.DataFrame:

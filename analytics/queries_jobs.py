@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import numpy as np
 import polars as pl
 
-from analytics import db, schema
+from analytics import colstore, db, schema
 from analytics.filters import NO_FILTER, JobFilter
 from analytics.queries_base import dataset_clusters, empty, job_predicate, mean_capacity, period_bounds
 from analytics.store import Dataset
@@ -33,16 +34,8 @@ KINDS: dict[str, str] = {"gpu": "gpu_num > 0", "cpu": "gpu_num = 0"}
 CDF_SCHEMA = {"cluster": pl.String(), "x_s": pl.Int64(), "pct": pl.Float64()}
 STATE_PCT_SCHEMA = {"completed_pct": pl.Float64(), "cancelled_pct": pl.Float64(), "failed_pct": pl.Float64()}
 
-# Final-state group; a job whose state is unknown (null, e.g. Philly) is in no group and left out of the shares.
-_GROUP_SQL = (
-    "CASE WHEN state IS NULL THEN NULL WHEN state = ? THEN 'COMPLETED' "
-    "WHEN state = ? THEN 'CANCELLED' ELSE 'FAILED' END"
-)
-_GROUP_PARAMS = [schema.COMPLETED, schema.CANCELLED]
-_STATE_PCT_SQL = (
-    "100 * avg((grp = 'COMPLETED')::DOUBLE) AS completed_pct, 100 * avg((grp = 'CANCELLED')::DOUBLE) AS cancelled_pct, "
-    "100 * avg((grp = 'FAILED')::DOUBLE) AS failed_pct"
-)
+# Final-state groups; a job whose state is unknown (null, e.g. Philly) is in no group and left out of the shares.
+_SUMMARY_GROUPS = schema.STATE_GROUPS
 
 
 def _check_kind(kind: str) -> str:
@@ -51,18 +44,38 @@ def _check_kind(kind: str) -> str:
     return KINDS[kind]
 
 
-def _summary_parts(ds: Dataset, flt: JobFilter) -> pl.DataFrame:
+def _state_groups(states: colstore.Category) -> np.ndarray:
+    """Lookup state code -> final-state group index in _SUMMARY_GROUPS (3 = unknown state, the spare null slot)."""
+    # Every state but COMPLETED and CANCELLED (TIMEOUT, NODE_FAIL...) counts as FAILED.
+    table = [0 if name == schema.COMPLETED else 1 if name == schema.CANCELLED else 2 for name in states.names]
+    return np.array([*table, 3], dtype=np.int64)
+
+
+def _summary_parts(cols: colstore.JobColumns, rows: colstore.Rows) -> pl.DataFrame:
     """Sums per cluster, job kind and final-state group, from which every non-median summary column follows."""
-    where, params = flt.where()
-    sql = f"""
-        WITH j AS (SELECT cluster, gpu_num > 0 AS is_gpu, gpu_num, duration, queue, {_GROUP_SQL} AS grp
-                   FROM jobs WHERE {where})
-        SELECT cluster AS id, is_gpu, grp, count(*) AS n, sum(duration)::DOUBLE AS sum_dur, count(queue) AS n_queue,
-          sum(queue)::DOUBLE AS sum_queue, sum(gpu_num)::DOUBLE AS sum_gpu,
-          sum(gpu_num::BIGINT * duration)::DOUBLE AS gpu_s
-        FROM j GROUP BY ALL
-    """
-    return db.run(sql, [*_GROUP_PARAMS, *params], ds=ds)
+    cluster, states = cols.cats["cluster"], cols.cats["state"]
+    gpu, duration = cols.gpu_num[rows], cols.duration_s[rows]
+    # Flat key (cluster code, is GPU job, state group): one bincount per sum instead of a group-by.
+    key = (cluster.codes[rows] * 2 + (gpu > 0)) * 4 + _state_groups(states)[states.codes[rows]]
+    size = len(cluster.names) * 8
+
+    def total(weights: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(key, weights, minlength=size)
+
+    n = total()
+    hit = np.flatnonzero(n)
+    parts = {
+        "id": pl.Series(cluster.names, dtype=pl.String).gather(hit // 8),
+        "is_gpu": hit // 4 % 2 == 1,
+        "grp": pl.Series([*_SUMMARY_GROUPS, None], dtype=pl.String).gather(hit % 4),
+        "n": n[hit],
+        "sum_dur": total(duration.astype(np.float64))[hit],
+        "n_queue": total(cols.has_queue[rows].astype(np.float64))[hit].astype(np.int64),
+        "sum_queue": total(cols.queue_s[rows].astype(np.float64))[hit],
+        "sum_gpu": total(gpu.astype(np.float64))[hit],
+        "gpu_s": total((gpu * duration).astype(np.float64))[hit],
+    }
+    return pl.DataFrame(parts)
 
 
 def _ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
@@ -90,23 +103,77 @@ def _summary_columns() -> list[pl.Expr]:
     return out
 
 
-def _summary_medians(ds: Dataset, flt: JobFilter) -> pl.DataFrame:
-    """Per cluster and over all (id null), the five median columns; in Polars, which sorts faster than DuckDB here."""
-    medians = [pl.col(c).median().cast(pl.Float64).alias(c) for c in ("duration", "queue", "gpu_num")]
-    jobs = ds.jobs().filter(flt.expr()).select("cluster", "duration", "queue", "gpu_num", is_gpu=pl.col("gpu_num") > 0)
-    # NOTE: one scan shared by both aggregations (collect_all), and split by job kind rather than filtered, for speed.
-    per_cluster, overall = pl.collect_all(
-        [jobs.group_by("cluster", "is_gpu").agg(medians), jobs.group_by("is_gpu").agg(medians)]
-    )
-    both = pl.concat([per_cluster, overall.with_columns(cluster=pl.lit(None, dtype=pl.String))], how="diagonal")
-    cpu, gpu = ~pl.col("is_gpu"), pl.col("is_gpu")
-    return both.group_by(pl.col("cluster").alias("id")).agg(
-        med_run_time_cpu=pl.col("duration").filter(cpu).first(),
-        med_run_time_gpu=pl.col("duration").filter(gpu).first(),
-        med_que_time_cpu=pl.col("queue").filter(cpu).first(),
-        med_que_time_gpu=pl.col("queue").filter(gpu).first(),
-        med_gpu_num=pl.col("gpu_num").filter(gpu).first(),
-    )
+MAX_HISTOGRAM_BINS = 20_000_000  # above this many (group, distinct value) bins, medians fall back to Polars
+# (column, is GPU job) -> summary median column
+_MEDIANS: dict[tuple[str, int], str] = {
+    ("duration", 0): "med_run_time_cpu",
+    ("duration", 1): "med_run_time_gpu",
+    ("queue", 0): "med_que_time_cpu",
+    ("queue", 1): "med_que_time_gpu",
+    ("gpu_num", 1): "med_gpu_num",
+}
+
+
+def _value_counts(ranked: colstore.Ranked, group: np.ndarray, rows: colstore.Rows, n_groups: int) -> np.ndarray:
+    """Matrix [group, rank]: how many selected rows of each group hold each distinct value (nulls left out)."""
+    n_values = ranked.values.size
+    ranks = ranked.ranks[rows]
+    key = group * n_values + ranks
+    if ranked.has_null:
+        key = key[ranks >= 0]
+    # NOTE: counting integer values is exact and much faster than sorting millions of rows.
+    return np.bincount(key, minlength=n_groups * n_values).reshape(n_groups, n_values)
+
+
+def _histogram_medians(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per row of counts [group, rank]: the exact median of the counted values (NaN when none), like Polars'."""
+    out = np.full(counts.shape[0], np.nan)
+    if not values.size:
+        return out
+    cum = np.cumsum(counts, axis=1)
+    for g in np.flatnonzero(cum[:, -1]):
+        n = cum[g, -1]
+        lo, hi = np.searchsorted(cum[g], [(n - 1) // 2, n // 2], side="right")
+        out[g] = (float(values[lo]) + float(values[hi])) / 2
+    return out
+
+
+def _polars_medians(ranked: colstore.Ranked, group: np.ndarray, rows: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group, the median of the ranked column by a Polars group-by (for very many distinct values)."""
+    ranks = ranked.ranks[rows]
+    known = ranks >= 0
+    frame = pl.DataFrame({"group": group[known], "value": ranked.values[ranks[known]]})
+    medians = frame.group_by("group").agg(pl.col("value").median())
+    out = np.full(n_groups, np.nan)
+    out[medians["group"].to_numpy()] = medians["value"].to_numpy()
+    return out
+
+
+def _kind_medians(
+    ranked: colstore.Ranked, cluster_kind: np.ndarray, rows: colstore.Rows, n_clusters: int
+) -> np.ndarray:
+    """Matrix [each cluster, then all clusters; CPU or GPU job] of the ranked column's medians over `rows`, whose
+    group is cluster_kind = 2 * cluster code + is GPU job."""
+    n_groups = 2 * n_clusters
+    if n_groups * ranked.values.size <= MAX_HISTOGRAM_BINS:
+        counts = _value_counts(ranked, cluster_kind, rows, n_groups)
+        overall = counts.reshape(n_clusters, 2, -1).sum(axis=0)
+        return _histogram_medians(np.concatenate([counts, overall]), ranked.values).reshape(-1, 2)
+    indices = np.arange(ranked.ranks.size)[rows]
+    group = np.concatenate([cluster_kind, n_groups + cluster_kind % 2])
+    return _polars_medians(ranked, group, np.concatenate([indices, indices]), n_groups + 2).reshape(-1, 2)
+
+
+def _summary_medians(cols: colstore.JobColumns, rows: colstore.Rows) -> pl.DataFrame:
+    """Per cluster and over all (id null), the five median columns."""
+    cluster = cols.cats["cluster"]
+    cluster_kind = cluster.codes[rows] * 2 + (cols.gpu_num[rows] > 0)
+    out: dict[str, list | np.ndarray] = {"id": [*cluster.names, None]}
+    for column in ("duration", "queue", "gpu_num"):
+        by_kind = _kind_medians(cols.ranked[column], cluster_kind, rows, len(cluster.names))
+        out.update({name: by_kind[:, gpu] for (col, gpu), name in _MEDIANS.items() if col == column})
+    frame = pl.DataFrame(out, schema_overrides={"id": pl.String})
+    return frame.with_columns(pl.exclude("id").fill_nan(None))
 
 
 def _cluster_order(ds: Dataset, clusters: list[str]) -> dict[str, int]:
@@ -116,13 +183,15 @@ def _cluster_order(ds: Dataset, clusters: list[str]) -> dict[str, int]:
 
 def cluster_summary(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     """One row per cluster plus id="total", with exactly the columns and rounding of helios_cluster_summary.csv."""
-    parts = _summary_parts(ds, flt)
-    if parts.is_empty():
+    cols = colstore.columns(ds)
+    rows = colstore.selected(cols.mask(flt))
+    if rows is None:
         return empty(SUMMARY_SCHEMA)
+    parts = _summary_parts(cols, rows)
     clusters = parts["id"].unique().to_list()
     both = pl.concat([parts, parts.with_columns(id=pl.lit(None, dtype=pl.String))])
     raw = both.group_by("id").agg(_summary_columns())
-    raw = raw.join(_summary_medians(ds, flt), on="id", how="left", nulls_equal=True)
+    raw = raw.join(_summary_medians(cols, rows), on="id", how="left", nulls_equal=True)
     caps = mean_capacity(ds, flt, clusters)
     order = _cluster_order(ds, clusters)
     per_cluster = raw.filter(pl.col("id").is_not_null()).join(caps, left_on="id", right_on="cluster", how="left")
@@ -136,28 +205,64 @@ def cluster_summary(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
 
 def monthly_jobs(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     """Per cluster and submit month (first day of the month): all, CPU, GPU, single- and multi-GPU job counts."""
-    where, params = flt.where()
-    sql = f"""
-        SELECT cluster, date_trunc('month', submit_time)::DATE AS month, count(*) AS job_num,
-          count(*) FILTER (WHERE gpu_num = 0) AS cpu_job_num, count(*) FILTER (WHERE gpu_num > 0) AS gpu_job_num,
-          count(*) FILTER (WHERE gpu_num = 1) AS single_gpu_jobs, count(*) FILTER (WHERE gpu_num > 1) AS multi_gpu_jobs
-        FROM jobs WHERE {where} GROUP BY ALL ORDER BY cluster, month
-    """
-    return db.run(sql, params, ds=ds)
+    out_schema = {
+        "cluster": pl.String(),
+        "month": pl.Date(),
+        **dict.fromkeys(("job_num", "cpu_job_num", "gpu_job_num", "single_gpu_jobs", "multi_gpu_jobs"), pl.Int64()),
+    }
+    cols = colstore.columns(ds)
+    rows = colstore.selected(cols.mask(flt))
+    if rows is None:
+        return empty(out_schema)
+    cluster, gpu, month = cols.cats["cluster"], cols.gpu_num[rows], cols.submit_month[rows]
+    first, n_months = int(month.min()), int(month.max() - month.min()) + 1
+    # Class of each job: 0 CPU, 1 single-GPU, 2 multi-GPU, 3 anything else (a negative gpu_num).
+    kind = np.select([gpu == 0, gpu == 1, gpu > 1], [0, 1, 2], 3)
+    key = (cluster.codes[rows] * n_months + (month - first)) * 4 + kind
+    counts = np.bincount(key, minlength=len(cluster.names) * n_months * 4).reshape(-1, 4)
+    hit = np.flatnonzero(counts.sum(axis=1))
+    counts = counts[hit]
+    months = (first + hit % n_months).astype("datetime64[M]").astype("datetime64[D]")
+    frame = pl.DataFrame(
+        {
+            "cluster": pl.Series(cluster.names, dtype=pl.String).gather(hit // n_months),
+            "month": months,
+            "job_num": counts.sum(axis=1),
+            "cpu_job_num": counts[:, 0],
+            "gpu_job_num": counts[:, 1] + counts[:, 2],
+            "single_gpu_jobs": counts[:, 1],
+            "multi_gpu_jobs": counts[:, 2],
+        }
+    )
+    return frame.cast(out_schema)  # type: ignore[arg-type]
+
+
+US_PER_HOUR = 3_600_000_000
+US_PER_DAY = 24 * US_PER_HOUR
 
 
 def hour_weekday_submissions(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     """Per cluster, weekday (0 = Monday) and hour of day: the number of submitted jobs (zeros included)."""
-    where, params = flt.where()
-    sql = f"""
-        SELECT cluster, isodow(submit_time) - 1 AS weekday, hour(submit_time) AS hour, count(*) AS jobs
-        FROM jobs WHERE {where} GROUP BY ALL
-    """
-    counts = db.run(sql, params, ds=ds)
-    grid = pl.DataFrame({"weekday": list(range(7))}).join(pl.DataFrame({"hour": list(range(24))}), how="cross")
-    grid = counts.select(pl.col("cluster").unique()).join(grid.cast(pl.Int64), how="cross")
-    out = grid.join(counts, on=["cluster", "weekday", "hour"], how="left").with_columns(pl.col("jobs").fill_null(0))
-    return out.sort("cluster", "weekday", "hour")
+    out_schema = {"cluster": pl.String(), "weekday": pl.Int64(), "hour": pl.Int64(), "jobs": pl.Int64()}
+    cols = colstore.columns(ds)
+    rows = colstore.selected(cols.mask(flt))
+    if rows is None:
+        return empty(out_schema)
+    cluster, submit_us = cols.cats["cluster"], cols.submit_us[rows]
+    # 1970-01-01 was a Thursday (weekday 3); floor division keeps earlier times on their calendar hour and day.
+    weekday, hour = (submit_us // US_PER_DAY + 3) % 7, submit_us // US_PER_HOUR % 24
+    counts = np.bincount((cluster.codes[rows] * 7 + weekday) * 24 + hour, minlength=len(cluster.names) * 168)
+    present = np.flatnonzero(counts.reshape(-1, 168).sum(axis=1))
+    cells = (present[:, None] * 168 + np.arange(168)[None, :]).ravel()
+    frame = pl.DataFrame(
+        {
+            "cluster": pl.Series(cluster.names, dtype=pl.String).gather(cells // 168),
+            "weekday": cells // 24 % 7,
+            "hour": cells % 24,
+            "jobs": counts[cells],
+        }
+    )
+    return frame.cast(out_schema)  # type: ignore[arg-type]
 
 
 def clock_hours(start: datetime, end: datetime) -> pl.DataFrame:
@@ -178,14 +283,27 @@ def diurnal_submissions(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame
     schema_out = {"cluster": pl.String(), "hour": pl.Int64(), "gpu_jobs_per_hour": pl.Float64()}
     if bounds is None or not clusters:
         return empty(schema_out)
-    where, params = job_predicate(flt, "submit_time >= ?", "submit_time < ?", window=False)
-    sql = f"""
-        SELECT cluster, hour(submit_time) AS hour, count(*) FILTER (WHERE gpu_num > 0) AS n_jobs
-        FROM jobs WHERE {where} GROUP BY ALL
-    """
-    counts = db.run(sql, [*params, *bounds], ds=ds)
-    if counts.is_empty():
+    cols = colstore.columns(ds)
+    submit_us = cols.submit_us
+    keep = (
+        cols.mask(flt, window=False)
+        & (submit_us >= colstore.to_us(bounds[0]))
+        & (submit_us < colstore.to_us(bounds[1]))
+    )
+    rows = colstore.selected(keep)
+    if rows is None:
         return empty(schema_out)
+    cluster = cols.cats["cluster"]
+    gpu = cols.gpu_num[rows] > 0
+    key = cluster.codes[rows][gpu] * 24 + submit_us[rows][gpu] // US_PER_HOUR % 24
+    cells = np.arange(len(cluster.names) * 24)
+    counts = pl.DataFrame(
+        {
+            "cluster": pl.Series(cluster.names, dtype=pl.String).gather(cells // 24),
+            "hour": cells % 24,
+            "n_jobs": np.bincount(key, minlength=cells.size),
+        }
+    )
     grid = pl.DataFrame({"cluster": clusters}).join(clock_hours(*bounds), how="cross")
     out = grid.join(counts, on=["cluster", "hour"], how="left").with_columns(pl.col("n_jobs").fill_null(0))
     out = out.with_columns(gpu_jobs_per_hour=pl.col("n_jobs") / pl.col("n_hours"))
@@ -248,45 +366,48 @@ def gpu_num_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, weight: str = "jobs") -
     return long.sort(pl.col("cluster"), order).select(out_schema.keys())
 
 
+def _state_shares(ds: Dataset, flt: JobFilter, bucket_of_gpus: np.ndarray, labels: tuple[str, ...]) -> pl.DataFrame:
+    """Per bucket label (bucket_of_gpus[gpu_num] indexes labels; -1 = left out): % of the selected jobs with a known
+    state that completed, were cancelled or failed."""
+    cols = colstore.columns(ds)
+    states = cols.cats["state"]
+    keep = cols.mask(flt) & (states.codes >= 0)
+    gpu = cols.gpu_num[keep]
+    bucket = bucket_of_gpus[np.clip(gpu, 0, bucket_of_gpus.size - 1)]
+    group = _state_groups(states)[states.codes[keep]]
+    counts = np.bincount((bucket * 3 + group)[bucket >= 0], minlength=3 * len(labels)).reshape(-1, 3)
+    hit = np.flatnonzero(counts.sum(axis=1))
+    share = {name: 100 * (counts[hit, i] / counts[hit].sum(axis=1)) for i, name in enumerate(STATE_PCT_SCHEMA)}
+    return pl.DataFrame({"label": pl.Series(labels, dtype=pl.String).gather(hit), **share})
+
+
 def final_state_by_gpu_num(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     """% completed/cancelled/failed of GPU jobs with exactly 1, 2, 4, 8, 16, 32 and >= 64 GPUs (Fig 7b)."""
-    where, params = flt.where()
-    sql = f"""
-        WITH j AS (
-          SELECT CASE WHEN gpu_num >= 64 THEN '>=64' WHEN gpu_num IN (1, 2, 4, 8, 16, 32) THEN gpu_num::VARCHAR END
-            AS gpu_num, {_GROUP_SQL} AS grp FROM jobs WHERE {where})
-        SELECT gpu_num, {_STATE_PCT_SQL} FROM j WHERE gpu_num IS NOT NULL AND grp IS NOT NULL GROUP BY gpu_num
-    """
-    out = db.run(sql, [*_GROUP_PARAMS, *params], ds=ds)
-    if out.is_empty():
-        return empty({"gpu_num": pl.String(), **STATE_PCT_SCHEMA})
-    order = {b: i for i, b in enumerate(STATE_BUCKETS)}
-    return out.sort(pl.col("gpu_num").replace_strict(order, return_dtype=pl.Int64))
+    bucket_of_gpus = np.full(65, -1, dtype=np.int64)  # gpu_num 64 and more share the last slot
+    for i, label in enumerate(STATE_BUCKETS):
+        bucket_of_gpus[64 if label == ">=64" else int(label)] = i
+    out = _state_shares(ds, flt, bucket_of_gpus, STATE_BUCKETS)
+    return out.rename({"label": "gpu_num"})
 
 
 def final_state_cpu_vs_gpu(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     """% completed/cancelled/failed of CPU jobs and of GPU jobs (Fig 7a)."""
-    where, params = flt.where()
-    sql = f"""
-        WITH j AS (SELECT CASE WHEN gpu_num > 0 THEN 'GPU' ELSE 'CPU' END AS job_type, {_GROUP_SQL} AS grp
-                   FROM jobs WHERE {where})
-        SELECT job_type, {_STATE_PCT_SQL} FROM j WHERE grp IS NOT NULL GROUP BY job_type ORDER BY job_type
-    """
-    out = db.run(sql, [*_GROUP_PARAMS, *params], ds=ds)
-    return out if not out.is_empty() else empty({"job_type": pl.String(), **STATE_PCT_SCHEMA})
+    out = _state_shares(ds, flt, np.array([0, 1]), ("CPU", "GPU"))
+    return out.rename({"label": "job_type"})
 
 
 def gpu_time_share_by_state(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     """GPU time (GPU-seconds) and its % by final-state group COMPLETED/CANCELLED/FAILED (Fig 1b)."""
-    where, params = flt.where()
-    sql = f"""
-        WITH j AS (SELECT gpu_num::BIGINT * duration AS gpu_s, {_GROUP_SQL} AS grp FROM jobs WHERE {where}),
-        g AS (SELECT unnest(?::VARCHAR[]) AS state_group, generate_subscripts(?::VARCHAR[], 1) AS pos),
-        s AS (SELECT grp, sum(gpu_s)::DOUBLE AS gpu_time FROM j GROUP BY grp)
-        SELECT g.state_group, coalesce(s.gpu_time, 0)::DOUBLE AS gpu_time,
-          100 * coalesce(s.gpu_time, 0) / nullif(sum(coalesce(s.gpu_time, 0)) OVER (), 0) AS pct
-        FROM g LEFT JOIN s ON s.grp = g.state_group
-        WHERE (SELECT count(grp) FROM j) > 0 ORDER BY g.pos
-    """
-    groups = list(schema.STATE_GROUPS)
-    return db.run(sql, [*_GROUP_PARAMS, *params, groups, groups], ds=ds)
+    out_schema = {"state_group": pl.String(), "gpu_time": pl.Float64(), "pct": pl.Float64()}
+    cols = colstore.columns(ds)
+    states = cols.cats["state"]
+    rows = colstore.selected(cols.mask(flt) & (states.codes >= 0))
+    if rows is None:
+        return empty(out_schema)
+    group = _state_groups(states)[states.codes[rows]]
+    gpu_s = np.bincount(group, (cols.gpu_num[rows] * cols.duration_s[rows]).astype(np.float64), minlength=3)
+    total = gpu_s.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pct = np.where(total > 0, 100 * gpu_s / total, np.nan)
+    frame = pl.DataFrame({"state_group": list(schema.STATE_GROUPS), "gpu_time": gpu_s, "pct": pct})
+    return frame.with_columns(pl.col("pct").fill_nan(None)).cast(out_schema)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from analytics import schema
+from analytics import colstore, schema
 from analytics.filters import NO_FILTER, JobFilter
 from analytics.queries_base import (
     CAPACITY_SCHEMA,
@@ -51,30 +51,25 @@ VC_UTIL_SCHEMA: dict[str, pl.DataType] = {
 _EVERY_RE = re.compile(r"^[1-9][0-9]{0,3}(m|h|d|w|mo)$")
 
 
-def job_end_expr() -> pl.Expr:
-    """A job's end: end_time, or start_time + duration when end_time is unknown."""
-    return pl.coalesce(pl.col("end_time"), pl.col("start_time") + pl.duration(seconds=pl.col("duration")))
+@dataclass(frozen=True)
+class Spans:
+    """Started GPU jobs running in the minute grid: their rows in the column store, first minute index (clipped
+    to 0), stop index (last + 1, clipped to n) and GPUs g."""
+
+    rows: np.ndarray
+    first: np.ndarray
+    stop: np.ndarray
+    g: np.ndarray
 
 
-def _minute_spans(jobs: pl.LazyFrame, start: datetime, n_minutes: int, by: list[str | pl.Expr]) -> pl.LazyFrame:
-    """Started GPU jobs of `jobs` running in the grid: first minute index (clipped to 0), stop index (last + 1,
-    clipped to n) and gpus g."""
-    origin = int(start.replace(tzinfo=UTC).timestamp()) // 60
-    # NOTE: integer minute arithmetic (floor division of microseconds) is faster than dt.truncate and equal to it.
-    first = pl.col("start_time").cast(pl.Int64) // 60_000_000 - origin
-    last = job_end_expr().cast(pl.Int64) // 60_000_000 - origin
-    return (
-        jobs.filter((pl.col("gpu_num") > 0) & pl.col("start_time").is_not_null())
-        .select(*by, pl.col("gpu_num").cast(pl.Int64).alias("g"), first.alias("first"), last.alias("last"))
-        .filter((pl.col("last") >= pl.col("first")) & (pl.col("last") >= 0) & (pl.col("first") < n_minutes))
-        .with_columns(pl.col("first").clip(0, None), (pl.col("last") + 1).clip(None, n_minutes).alias("stop"))
-        .drop("last")
-    )
-
-
-def _job_minutes(ds: Dataset, flt: JobFilter, start: datetime, n_minutes: int, by: list[str | pl.Expr]) -> pl.DataFrame:
-    """The selected GPU jobs of ds as minute spans of the grid (see `_minute_spans`)."""
-    return _minute_spans(ds.jobs().filter(flt.expr(window=False)), start, n_minutes, by).collect()
+def _minute_spans(cols: colstore.JobColumns, keep: np.ndarray, start: datetime, n_minutes: int) -> Spans:
+    """The GPU jobs of `keep` that started and run in the n_minutes of the grid from start, as Spans."""
+    origin = _epoch_minutes(start)
+    rows = np.flatnonzero(keep & (cols.gpu_num > 0) & cols.has_start)
+    first, last = cols.start_min[rows] - origin, cols.end_min[rows] - origin
+    inside = (last >= first) & (last >= 0) & (first < n_minutes)
+    rows, first, last = rows[inside], first[inside], last[inside]
+    return Spans(rows, np.maximum(first, 0), np.minimum(last + 1, n_minutes), cols.gpu_num[rows])
 
 
 def sweep(
@@ -88,15 +83,17 @@ def sweep(
     return running if weights is None else np.rint(running).astype(np.int64)
 
 
-def _running_columns(jobs: pl.DataFrame, n_minutes: int, groups: int) -> dict[str, np.ndarray]:
+def _running_columns(spans: Spans, group: np.ndarray, n_minutes: int, groups: int) -> dict[str, np.ndarray]:
     """Per group (row) and minute: running GPU jobs, GPUs, GPUs of multi- and of single-GPU jobs."""
-    offset = jobs["group"].to_numpy().astype(np.int64) * (n_minutes + 1)
-    first, stop, g = jobs["first"].to_numpy() + offset, jobs["stop"].to_numpy() + offset, jobs["g"].to_numpy()
+    offset = group * (n_minutes + 1)
+    first, stop, g = spans.first + offset, spans.stop + offset, spans.g
+    single = sweep(first, stop, (g == 1).astype(np.float64), n_minutes, groups)
+    multi = sweep(first, stop, np.where(g > 1, g, 0).astype(np.float64), n_minutes, groups)
     return {
         "running_gpujob_num": sweep(first, stop, None, n_minutes, groups),
-        "running_gpu_num": sweep(first, stop, g.astype(np.float64), n_minutes, groups),
-        "running_gpu_multi": sweep(first, stop, np.where(g > 1, g, 0).astype(np.float64), n_minutes, groups),
-        "running_gpu_single": sweep(first, stop, np.where(g == 1, g, 0).astype(np.float64), n_minutes, groups),
+        "running_gpu_num": single + multi,  # every spanned job has g >= 1 GPUs
+        "running_gpu_multi": multi,
+        "running_gpu_single": single,
     }
 
 
@@ -112,12 +109,28 @@ def _minute_capacity(caps: pl.DataFrame, start: datetime, n_minutes: int) -> np.
     return by_day[(np.arange(n_minutes) + offset) // 1440]
 
 
-def _grid(ds: Dataset, flt: JobFilter) -> tuple[list[str], datetime, datetime, int] | None:
+@dataclass(frozen=True)
+class Selection:
+    """The minute grid of a query: selected clusters, first minute, number of minutes, and the selected jobs
+    (`keep`, window ignored) of the dataset's column store."""
+
+    clusters: list[str]
+    start: datetime
+    n_minutes: int
+    cols: colstore.JobColumns
+    keep: np.ndarray
+
+
+def _grid(ds: Dataset, flt: JobFilter) -> Selection | None:
     bounds, clusters = period_bounds(ds, flt), dataset_clusters(ds, flt)
-    if bounds is None or not clusters or not _has_jobs(ds, flt):
+    if bounds is None or not clusters:
+        return None
+    cols = colstore.columns(ds)
+    keep = cols.mask(flt, window=False)
+    if not keep.any():
         return None
     start, end = _grid_start(bounds[0]), bounds[1]
-    return clusters, start, end, -(-(end - start) // MINUTE)
+    return Selection(clusters, start, -(-(end - start) // MINUTE), cols, keep)
 
 
 def _grid_start(start: datetime) -> datetime:
@@ -141,9 +154,10 @@ def _minute_grid(ds: Dataset, flt: JobFilter) -> MinuteGrid | None:
     grid = _grid(ds, flt)
     if grid is None:
         return None
-    clusters, start, _, n_minutes = grid
-    jobs = _job_minutes(ds, flt, start, n_minutes, [cluster_code(clusters).alias("group")])
-    counts = _running_columns(jobs, n_minutes, len(clusters))
+    clusters, start, n_minutes = grid.clusters, grid.start, grid.n_minutes
+    spans = _minute_spans(grid.cols, grid.keep, start, n_minutes)
+    cluster = grid.cols.cats["cluster"]
+    counts = _running_columns(spans, cluster.codes_of(clusters)[cluster.codes[spans.rows]], n_minutes, len(clusters))
     caps = daily_capacity(ds, flt, clusters).partition_by("cluster", as_dict=True, include_key=False)
     total = np.stack([_minute_capacity(caps.get((c,), empty(CAPACITY_SCHEMA)), start, n_minutes) for c in clusters])
     known = ~np.isnan(total)
@@ -199,27 +213,36 @@ def utilization_resampled(ds: Dataset, flt: JobFilter = NO_FILTER, every: str = 
     # Labels never decrease along the minutes: a new bucket starts wherever the label changes.
     group = np.concatenate([[0], np.cumsum(stamps[1:] != stamps[:-1])])
     arrays = {**grid.counts, "total_gpu_num": grid.total, **grid.shares}
-    out = _grouped_means(grid.clusters, group, labels.unique(maintain_order=True).to_list(), arrays, "time", scale=1.0)
+    out = _grouped_means(grid.clusters, group, labels.unique(maintain_order=True), arrays, "time", scale=1.0)
     return out.select(out_schema.keys()).cast(out_schema)  # type: ignore[arg-type]
 
 
 def _grouped_means(
-    clusters: list[str], group: np.ndarray, labels: list, arrays: dict[str, np.ndarray], key: str, scale: float
+    clusters: list[str], group: np.ndarray, labels: pl.Series, arrays: dict[str, np.ndarray], key: str, scale: float
 ) -> pl.DataFrame:
     """Per cluster and group label: scale x the mean of each [cluster, minute] array over the group's minutes,
     NaN (unknown) minutes skipped; a label is listed when any minute falls in it."""
-    present = np.bincount(group, minlength=len(labels)) > 0
-    kept = [label for label, ok in zip(labels, present, strict=True) if ok]
-    columns: dict[str, list] = {"cluster": [c for c in clusters for _ in kept], key: kept * len(clusters)}
+    n_labels, n_clusters = labels.len(), len(clusters)
+    present = np.bincount(group, minlength=n_labels) > 0
+    kept = labels.filter(pl.Series(present))
+    # NOTE: one bincount per array over every cluster's minutes at once: flat bin cluster * n_labels + group.
+    flat = (np.arange(n_clusters)[:, None] * n_labels + group[None, :]).ravel()
+    size = n_clusters * n_labels
+    minutes = np.bincount(flat, minlength=size)
+    columns: dict[str, pl.Series | np.ndarray] = {
+        "cluster": pl.Series(clusters, dtype=pl.String).gather(np.repeat(np.arange(n_clusters), kept.len())),
+        key: pl.concat([kept] * n_clusters),
+    }
     for name, values in arrays.items():
-        means = []
-        for row in values.astype(np.float64):
-            valid = ~np.isnan(row)
-            sums = np.bincount(group[valid], weights=row[valid], minlength=len(labels))
-            counts = np.bincount(group[valid], minlength=len(labels))
-            with np.errstate(invalid="ignore", divide="ignore"):
-                means.append(np.where(counts > 0, scale * sums / counts, np.nan)[present])
-        columns[name] = list(np.concatenate(means))
+        flat_values = values.astype(np.float64).ravel()
+        valid = ~np.isnan(flat_values)
+        if valid.all():
+            sums, counts = np.bincount(flat, flat_values, minlength=size), minutes
+        else:
+            sums = np.bincount(flat[valid], flat_values[valid], minlength=size)
+            counts = np.bincount(flat[valid], minlength=size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            columns[name] = np.where(counts > 0, scale * sums / counts, np.nan)[np.tile(present, n_clusters)]
     return pl.DataFrame(columns).with_columns(pl.col(list(arrays)).fill_nan(None))
 
 
@@ -234,7 +257,7 @@ def monthly_utilization(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame
     if grid is None:
         return empty({"cluster": pl.String(), "month": pl.Date(), **dict.fromkeys(names.values(), pl.Float64())})
     last = grid.start + (grid.n_minutes - 1) * MINUTE
-    months = pl.date_range(grid.start.date().replace(day=1), last.date(), "1mo", eager=True).to_list()
+    months = pl.date_range(grid.start.date().replace(day=1), last.date(), "1mo", eager=True)
     firsts = np.array([max(0, (datetime.combine(m, datetime.min.time()) - grid.start) // MINUTE) for m in months])
     group = np.searchsorted(firsts, np.arange(grid.n_minutes), side="right") - 1
     arrays = {out: grid.shares[share] for share, out in names.items()}
@@ -249,49 +272,44 @@ def diurnal_utilization(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame
     offset = grid.start.hour * 60 + grid.start.minute
     group = ((np.arange(grid.n_minutes) + offset) // 60) % 24
     arrays = {"gpu_utilization_pct": grid.shares["gpu_utilization"]}
-    return _grouped_means(grid.clusters, group, list(range(24)), arrays, "hour", scale=100.0)
-
-
-def cluster_code(clusters: list[str]) -> pl.Expr:
-    """Column `code`: the index of each job's cluster in `clusters` (which must hold every cluster present)."""
-    # NOTE: an Enum cast is several times faster than joining a code table on the cluster strings.
-    return pl.col("cluster").cast(pl.Enum(clusters)).to_physical().alias("code")
+    return _grouped_means(grid.clusters, group, pl.Series(range(24), dtype=pl.Int64), arrays, "hour", scale=100.0)
 
 
 def _epoch_minutes(t: datetime) -> int:
     return int(t.replace(tzinfo=UTC).timestamp()) // 60
 
 
+def _event_times(cols: colstore.JobColumns) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """Per event kind: epoch microseconds of every job and where they are known (None = always)."""
+    return {
+        "submit": (cols.submit_us, None),
+        "start": (cols.start_us, cols.has_start),
+        "end": (cols.end_us, cols.has_end),
+    }
+
+
 def throughput_10min(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     """Per cluster and 10-minute bin of the period: jobs, GPU jobs and GPUs submitted, started and ended in the bin."""
     bounds, clusters = period_bounds(ds, flt), dataset_clusters(ds, flt)
-    if bounds is None or not clusters or not _has_jobs(ds, flt):
+    cols = colstore.columns(ds)
+    rows = colstore.selected(cols.mask(flt, window=False))
+    if bounds is None or not clusters or rows is None:
         return empty(THROUGHPUT_SCHEMA)
     first_bin = _epoch_minutes(bounds[0]) // 10
     n_bins = _epoch_minutes(bounds[1] - timedelta(microseconds=1)) // 10 + 1 - first_bin
     size = len(clusters) * n_bins
-    code = cluster_code(clusters).cast(pl.Int64)
-    times = {"submit": pl.col("submit_time"), "start": pl.col("start_time"), "end": job_end_expr()}
-    # Flat bin index code * n_bins + bin; events outside the window (or without a time) go to the spare index `size`.
-    bins = {
-        kind: pl.when(t.is_between(bounds[0], bounds[1], closed="left"))
-        .then(code * n_bins + t.cast(pl.Int64) // 600_000_000 - first_bin)
-        .otherwise(size)
-        .alias(kind)
-        for kind, t in times.items()
-    }
-    gpu = pl.col("gpu_num").cast(pl.Float64)
-    jobs = (
-        ds.jobs()
-        .filter(flt.expr(window=False))
-        .select(gpu.alias("g"), (gpu > 0).cast(pl.Float64).alias("is_gpu"), *bins.values())
-        .collect()
-    )
-    g, is_gpu = jobs["g"].to_numpy(), jobs["is_gpu"].to_numpy()
+    cluster = cols.cats["cluster"]
+    base = cluster.codes_of(clusters)[cluster.codes[rows]] * n_bins - first_bin
+    g = cols.gpu_num[rows].astype(np.float64)
+    is_gpu = (g > 0).astype(np.float64)
+    lo_us, hi_us = colstore.to_us(bounds[0]), colstore.to_us(bounds[1])
     columns: dict[str, np.ndarray] = {}
-    for kind in EVENT_KINDS:
+    for kind, (times_us, known) in _event_times(cols).items():
+        # Flat bin index code * n_bins + bin; events outside the window (or without a time) go to the spare `size`.
+        t = times_us[rows]
+        inside = (t >= lo_us) & (t < hi_us) & (known[rows] if known is not None else True)
+        idx = np.where(inside, base + t // (10 * colstore.US_PER_MINUTE), size)
         # NOTE: one bincount per measure over all clusters at once instead of a group-by.
-        idx = jobs[kind].to_numpy()
         columns[f"{kind}_job_all"] = np.bincount(idx, minlength=size + 1)[:size]
         columns[f"{kind}_gpu_job"] = np.bincount(idx, weights=is_gpu, minlength=size + 1)[:size]
         columns[f"{kind}_gpu_num"] = np.bincount(idx, weights=g, minlength=size + 1)[:size]
@@ -307,30 +325,25 @@ def throughput_10min(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     return frame.select(THROUGHPUT_SCHEMA.keys())
 
 
-def _has_jobs(ds: Dataset, flt: JobFilter) -> bool:
-    return bool(ds.jobs().filter(flt.expr(window=False)).select(pl.len()).collect().item())
-
-
-def _vc_capacity(ds: Dataset, flt: JobFilter, clusters: list[str]) -> pl.DataFrame:
+def _vc_capacity(cols: colstore.JobColumns, flt: JobFilter, clusters: list[str]) -> pl.DataFrame:
     """Per cluster, VC and day: the VC's GPUs (VC-level rows only)."""
-    caps = ds.vc_gpus().filter(pl.col("cluster").is_in(clusters) & (pl.col("vc") != WHOLE_CLUSTER_VC))
+    caps = cols.vc_gpus.filter(pl.col("cluster").is_in(clusters) & (pl.col("vc") != WHOLE_CLUSTER_VC))
     if flt.vcs:
         caps = caps.filter(pl.col("vc").is_in(list(flt.vcs)))
     return caps.select("cluster", "vc", "date", pl.col("gpus").cast(pl.Int64))
 
 
-def _vc_codes(caps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Expr, np.ndarray]:
-    """The VCs with capacity rows numbered v = 0..V-1, an expression `pair` coding each job's (cluster, vc) (null
-    when either name has no capacity row), and the lookup array pair -> v (-1 for pairs without capacity)."""
+def _vc_codes(caps: pl.DataFrame, cols: colstore.JobColumns) -> tuple[pl.DataFrame, np.ndarray]:
+    """The VCs with capacity rows numbered v = 0..V-1 in (cluster, vc) order, and the lookup array from the column
+    store's pair codes to v (-1 for pairs without capacity)."""
     vcs = caps.select("cluster", "vc").unique().sort("cluster", "vc").with_row_index("v")
-    clusters, names = vcs["cluster"].unique().sort().to_list(), vcs["vc"].unique().sort().to_list()
-    cluster_idx = pl.col("cluster").cast(pl.Enum(clusters)).to_physical().cast(pl.Int64)
-    pair = cluster_idx * len(names) + pl.col("vc").cast(pl.Enum(names)).to_physical().cast(pl.Int64)
-    lookup = np.full(len(clusters) * len(names), -1, dtype=np.int64)
+    cluster_index = {name: i for i, name in enumerate(cols.cats["cluster"].names)}
+    vc_index = {name: i for i, name in enumerate(cols.cats["vc"].names)}
+    lookup = np.full(len(cluster_index) * len(vc_index), -1, dtype=np.int64)
     for v, cluster, vc in vcs.rows():
-        lookup[clusters.index(cluster) * len(names) + names.index(vc)] = v
-    known = pl.col("cluster").is_in(clusters) & pl.col("vc").is_in(names)
-    return vcs, pl.when(known).then(pair).alias("pair"), lookup
+        if cluster in cluster_index and vc in vc_index:
+            lookup[cluster_index[cluster] * len(vc_index) + vc_index[vc]] = v
+    return vcs, lookup
 
 
 def _vc_capacity_by_day(caps: pl.DataFrame, vcs: pl.DataFrame, start: datetime, n_days: int) -> np.ndarray:
@@ -342,73 +355,81 @@ def _vc_capacity_by_day(caps: pl.DataFrame, vcs: pl.DataFrame, start: datetime, 
     return out
 
 
-def _change_points(
-    starts: np.ndarray, stops: np.ndarray, g: np.ndarray, marks: np.ndarray
+def _vc_events(
+    cols: colstore.JobColumns, keep: np.ndarray, lookup: np.ndarray, start: datetime, n_minutes: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct positions of events and marks, and the running total (sum of g since start) from each."""
-    pos = np.concatenate([starts, stops, marks])
-    delta = np.concatenate([g, -g, np.zeros(marks.size, dtype=np.int64)])
-    # NOTE: sorting the 2 events per job is cheaper in memory than a dense diff array over every VC-minute.
-    order = np.argsort(pos)
-    pos, delta = pos[order], delta[order]
-    first = np.flatnonzero(np.diff(pos, prepend=-1))
-    return pos[first], np.cumsum(np.add.reduceat(delta, first))
+    """Positions v * (n_minutes + 1) + minute index (clipped to [0, n_minutes]) and GPU deltas of the start and stop
+    events of the kept jobs of VCs with capacity; sorted, as the column store keeps them in (VC, minute) order."""
+    events = cols.gpu_events
+    v = lookup[events.pair]
+    chosen = (v >= 0) & keep[events.job]
+    # A job wholly outside the grid has both events clipped to the same edge position: they cancel out.
+    minute = np.clip(events.minute[chosen] - _epoch_minutes(start), 0, n_minutes)
+    return v[chosen] * (n_minutes + 1) + minute, events.delta[chosen]
 
 
-MAX_PAIR_KEYS = 50_000_000  # above this many (VC, used GPUs, capacity) keys, group with Polars instead
+def _change_points(pos: np.ndarray, delta: np.ndarray, marks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct positions of the sorted events and of the sorted marks, and the running total (sum of deltas up to
+    and including each position)."""
+    at = np.searchsorted(pos, marks)
+    pos, delta = np.insert(pos, at, marks), np.insert(delta, at, 0)
+    # NOTE: the running total at the last event of each position, from one cumulative sum (no reduceat).
+    last = np.flatnonzero(np.append(pos[1:] != pos[:-1], True))
+    return pos[last], np.cumsum(delta)[last]
+
+
+MAX_PAIR_KEYS = 50_000_000  # above this many (VC, capacity, used GPUs) keys, group with Polars instead
+
+
+def _capacity_combos(caps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (VC, GPUs > 0) pairs of the [VC, day] capacity matrix as combos: a matrix [VC, day] of combo
+    numbers (-1 where unknown or 0 GPUs), and each combo's VC and GPUs."""
+    gpus = np.nan_to_num(caps).astype(np.int64)
+    known = gpus > 0
+    n_gpus = int(gpus.max()) + 1
+    keys = (np.arange(caps.shape[0])[:, None] * n_gpus + gpus)[known]
+    combos, number = np.unique(keys, return_inverse=True)
+    matrix = np.full(caps.shape, -1, dtype=np.int64)
+    matrix[known] = number
+    return matrix, combos // n_gpus, combos % n_gpus
 
 
 def _count_pairs(
-    v: np.ndarray, used: np.ndarray, code: np.ndarray, cap_values: np.ndarray, weight: np.ndarray
+    combo: np.ndarray, used: np.ndarray, combo_v: np.ndarray, combo_gpus: np.ndarray, weight: np.ndarray
 ) -> tuple[np.ndarray, ...]:
-    """Total weight per distinct (v, used, capacity cap_values[code]), returned as v, used, capacity, weight."""
-    n_used, n_caps = int(cap_values.max()) + 1, cap_values.size
-    if (int(v.max()) + 1) * n_used * n_caps > MAX_PAIR_KEYS:
-        frame = (
-            pl.DataFrame({"v": v, "used": used, "code": code, "w": weight})
-            .group_by("v", "used", "code")
-            .agg(pl.col("w").sum())
-        )
-        return (
-            frame["v"].to_numpy(),
-            frame["used"].to_numpy(),
-            cap_values[frame["code"].to_numpy()],
-            frame["w"].to_numpy(),
-        )
-    # NOTE: few distinct (used, capacity) pairs per VC: one bincount over a compact key instead of a group-by.
-    totals = np.bincount((v * n_used + used) * n_caps + code, weights=weight)
-    hit = np.flatnonzero(totals)
-    return (
-        hit // n_caps // n_used,
-        hit // n_caps % n_used,
-        cap_values[hit % n_caps],
-        np.rint(totals[hit]).astype(np.int64),
-    )
+    """Total weight per distinct (combo, used), returned as v, used, capacity, weight."""
+    n_used = int(combo_gpus.max()) + 1
+    if combo_v.size * n_used > MAX_PAIR_KEYS:
+        frame = pl.DataFrame({"c": combo, "used": used, "w": weight}).group_by("c", "used").agg(pl.col("w").sum())
+        combo, used, total = frame["c"].to_numpy(), frame["used"].to_numpy(), frame["w"].to_numpy()
+    else:
+        # NOTE: few capacities per VC: one bincount over a compact (combo, used) key instead of a group-by.
+        totals = np.bincount(combo * n_used + used, weights=weight)
+        hit = np.flatnonzero(totals)
+        combo, used, total = hit // n_used, hit % n_used, np.rint(totals[hit]).astype(np.int64)
+    return combo_v[combo], used, combo_gpus[combo], total
 
 
 def _vc_segments(
-    jobs: dict[str, np.ndarray], n_vcs: int, n_minutes: int, caps: np.ndarray, offset: int
+    events: tuple[np.ndarray, np.ndarray], n_vcs: int, n_minutes: int, caps: np.ndarray, offset: int
 ) -> dict[str, np.ndarray]:
     """Minutes per (VC, used GPUs, capacity): runs of constant running GPUs and capacity, merged by value."""
     block = n_minutes + 1
-    base = jobs["v"] * block
-    # Boundaries: each VC's first minute, each midnight (capacity may change) and its end sentinel.
+    # Marks per VC: its first minute (day 0), each midnight (day k; capacity may change) and its end sentinel.
     midnights = np.arange((1440 - offset) % 1440 or 1440, n_minutes, 1440)
     marks = (np.arange(n_vcs)[:, None] * block + np.concatenate([[0], midnights, [n_minutes]])[None, :]).ravel()
-    pos, running = _change_points(base + jobs["first"], base + jobs["stop"], jobs["g"], marks)
-    weight = np.diff(pos, append=n_vcs * block)
-    keep = (weight > 0) & (pos % block < n_minutes)
-    pos, running, weight = pos[keep], running[keep], weight[keep]
-    v, day = pos // block, (pos % block + offset) // 1440
-    # Capacities coded on the small [VC, day] matrix: code -1 where unknown or 0 GPUs.
-    cap_values = np.unique(caps[np.nan_to_num(caps) > 0]).astype(np.int64)
-    codes = np.where(np.nan_to_num(caps) > 0, np.searchsorted(cap_values, np.nan_to_num(caps)), -1)
-    code = codes[v, day]
-    ok = code >= 0
-    cap = cap_values[code[ok]]
-    v, used, cap, w = _count_pairs(v[ok], np.minimum(running[ok], cap), code[ok], cap_values, weight[ok])
+    pos, running = _change_points(*events, marks)
+    weight = np.diff(pos, append=n_vcs * block)  # positive: the positions are distinct
+    matrix, combo_v, combo_gpus = _capacity_combos(caps)
+    # Each change point lies in the run opened by the last mark at or before it (every mark is a change point).
+    mark_combo = np.concatenate([matrix, np.full((n_vcs, 1), -1)], axis=1).ravel()  # days = midnights + 1
+    run = np.repeat(np.arange(marks.size), np.diff(np.searchsorted(pos, marks), append=pos.size))
+    combo = mark_combo[run]
+    ok = combo >= 0
+    combo, running, weight = combo[ok], running[ok], weight[ok]
+    v, used, cap, w = _count_pairs(combo, np.minimum(running, combo_gpus[combo]), combo_v, combo_gpus, weight)
     util = 100.0 * used / cap
-    order = np.lexsort((util, v))
+    order = np.lexsort((used, util, v))
     return {"v": v[order], "util": util[order], "w": w[order]}
 
 
@@ -448,19 +469,29 @@ def _first_per_group(v: np.ndarray, util: np.ndarray, mask: np.ndarray, groups: 
     return out
 
 
-def _vc_job_stats(gpu_jobs: pl.DataFrame, flt: JobFilter) -> pl.DataFrame:
-    """Per VC pair code: mean GPUs, duration and queue delay of the GPU jobs submitted in the filter's window."""
-    window = [pl.col("submit_time") >= flt.start] if flt.start else []
-    window += [pl.col("submit_time") < flt.end] if flt.end else []
-    return (
-        gpu_jobs.filter(*window)
-        .group_by("pair")
-        .agg(
-            avg_gpus_per_job=pl.col("gpu_num").cast(pl.Float64).mean(),
-            avg_duration_s=pl.col("duration").cast(pl.Float64).mean(),
-            avg_queue_s=pl.col("queue").cast(pl.Float64).mean(),
-        )
-    )
+def _vc_job_stats(cols: colstore.JobColumns, keep: np.ndarray, job_v: np.ndarray, flt: JobFilter) -> pl.DataFrame:
+    """Per VC v: mean GPUs, duration and queue delay of the kept jobs of VC v (job_v; -1 = none) submitted in the
+    filter's window."""
+    inside = keep & (job_v >= 0)
+    if flt.start:
+        inside &= cols.submit_us >= colstore.to_us(flt.start)
+    if flt.end:
+        inside &= cols.submit_us < colstore.to_us(flt.end)
+    rows = np.flatnonzero(inside)
+    v, size = job_v[rows], int(job_v.max()) + 1
+
+    def total(values: np.ndarray | None) -> np.ndarray:
+        return np.bincount(v, None if values is None else values[rows], minlength=size)
+
+    n_jobs, n_queue = total(None), total(cols.has_queue)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = {
+            "avg_gpus_per_job": total(cols.gpu_num) / n_jobs,
+            "avg_duration_s": total(cols.duration_s) / n_jobs,
+            "avg_queue_s": total(cols.queue_s) / n_queue,
+        }
+    frame = pl.DataFrame({"v": np.arange(size, dtype=np.int64), **means})
+    return frame.with_columns(pl.col(list(means)).fill_nan(None))
 
 
 def vc_utilization(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
@@ -469,30 +500,22 @@ def vc_utilization(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     grid = _grid(ds, flt)
     if grid is None:
         return empty(VC_UTIL_SCHEMA)
-    clusters, start, _, n_minutes = grid
-    caps = _vc_capacity(ds, flt, clusters)
+    cols, start, n_minutes = grid.cols, grid.start, grid.n_minutes
+    caps = _vc_capacity(cols, flt, grid.clusters)
     if caps.is_empty():
         return empty(VC_UTIL_SCHEMA)
-    vcs, pair, lookup = _vc_codes(caps)
-    columns = ("gpu_num", "submit_time", "start_time", "end_time", "duration", "queue")
-    gpu_jobs = (
-        ds.jobs().filter(flt.expr(window=False) & (pl.col("gpu_num") > 0)).select(pair, *columns).drop_nulls("pair")
-    ).collect()  # one scan for both the minute spans and the job means
-    frame = _minute_spans(gpu_jobs.lazy(), start, n_minutes, ["pair"]).collect()
-    job_stats = _vc_job_stats(gpu_jobs, flt)
-    jobs = {c: frame[c].to_numpy() for c in ("first", "stop", "g")}
-    jobs["v"] = lookup[frame["pair"].to_numpy()]
-    jobs = {c: values[jobs["v"] >= 0] for c, values in jobs.items()}
+    vcs, lookup = _vc_codes(caps, cols)
     offset = start.hour * 60 + start.minute
     by_day = _vc_capacity_by_day(caps, vcs, start, (offset + n_minutes - 1) // 1440 + 1)
     if not (np.nan_to_num(by_day) > 0).any():
         return empty(VC_UTIL_SCHEMA)
-    stats = _box_stats(_vc_segments(jobs, vcs.height, n_minutes, by_day, offset))
-    job_stats = job_stats.with_columns(v=pl.Series(lookup).gather(job_stats["pair"])).filter(pl.col("v") >= 0)
+    events = _vc_events(cols, grid.keep, lookup, start, n_minutes)
+    stats = _box_stats(_vc_segments(events, vcs.height, n_minutes, by_day, offset))
+    job_stats = _vc_job_stats(cols, grid.keep & (cols.gpu_num > 0), lookup[cols.pair_code], flt)
     keys = ["cluster", "vc"]
     first_day = caps.filter(pl.col("date") == start.date()).select(*keys, "gpus")
     out = (
-        stats.join(job_stats.drop("pair"), on="v", how="left")
+        stats.join(job_stats, on="v", how="left")
         .with_columns(pl.col("v").cast(pl.UInt32))
         .join(vcs, on="v")
         .join(first_day, on=keys, how="left")
