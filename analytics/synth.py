@@ -8,6 +8,7 @@ shares, per-user completion), user concentration of GPU, CPU and queueing time, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,8 +32,10 @@ from analytics.synth_layout import (
     MONTHS,
     USERS_PER_CLUSTER,
     Capacity,
+    LoadTargets,
+    balanced_vcs,
     capacity,
-    job_vcs,
+    preferred_vcs,
     random_ids,
     submit_offsets_s,
     user_vcs,
@@ -54,13 +57,31 @@ CPU_ONLY_USERS = 0.08  # share of users without GPU jobs (the bottom of the GPU-
 MIN_SCALE, MAX_SCALE = 1e-4, 10.0  # 336 jobs .. 33.6 M jobs
 GENERATE_STAGES = 4  # progress stages of generate()
 BUILD_STAGES = GENERATE_STAGES + 1  # ... plus writing
+# How GPU jobs spread over each cluster's VCs (see synth_layout.LoadTargets); spare is the per-cluster headroom knob.
+LOAD_TARGETS: dict[str, LoadTargets] = {
+    "Venus": LoadTargets(spare=0.4),
+    "Earth": LoadTargets(spare=0.4),
+    "Saturn": LoadTargets(spare=0.4),
+    "Uranus": LoadTargets(spare=0.4),
+}
 FULL_PASSES = 3  # calibration passes on all jobs after the sample
 ATTRIBUTION = (
     "Synthetic trace calibrated to the published Helios summary and figures (HeliosArtifact / HeliosData, "
     "Hu et al., 'Characterization and Prediction of Deep Learning Workloads in Large-Scale GPU Datacenters', "
     "SC'21; data CC BY 4.0, artifact MIT) and to cluster Earth's real daily VC capacity file "
-    "(Earth_gpu_number.csv). No job in it is real."
+    "(Earth_gpu_number.csv; its one-day glitch on 2020-05-09, every GPU booked on one VC, is replaced by the "
+    "neighbouring days' values). No job in it is real."
 )
+
+
+# scheduler(gpu_jobs, vc_gpus) -> frame (cluster, job_id, start_time, queue): capacity-consistent start times
+Scheduler = Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame]
+VC_NOTE = (
+    "jobs go to their user's VC while it has room (busy GPUs as if jobs started at submit, spare GPUs by "
+    "square-root staffing and for jobs few VCs can hold), else to the VC with most room; capacities are full size "
+    "at every scale, so scheduled queues shrink with the scale"
+)
+SAMPLED_START_TIMES = "sampled: queueing delay drawn to match the published means (median 0); not capacity-bound"
 
 
 @dataclass(frozen=True)
@@ -86,8 +107,11 @@ class _Cluster:
     n_gpu: int = 0
 
 
-def generate(params: SynthParams, progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Build the synthetic jobs and VC-capacity tables for the given scale and seed."""
+def generate(
+    params: SynthParams, progress: Progress | None = None, scheduler: Scheduler | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Build the synthetic jobs and VC-capacity tables for the given scale and seed (GPU-job start times from
+    scheduler when given, else sampled)."""
     if not MIN_SCALE <= params.scale <= MAX_SCALE:
         raise ValueError(f"scale must be between {MIN_SCALE:g} and {MAX_SCALE:g}, got {params.scale:g}")
     prog = progress or Progress(GENERATE_STAGES, quiet=True)
@@ -103,7 +127,24 @@ def generate(params: SynthParams, progress: Progress | None = None) -> tuple[pl.
     with prog.stage("queueing, VCs and tables"):
         jobs = schema.conform_jobs(pl.concat([_table(rng, c, s) for c, s in zip(clusters, states, strict=True)]))
         vc_gpus = pl.concat([c.cap.table for c in clusters])
+    if scheduler is not None:
+        with prog.stage("GPU-job start times by the scheduler"):
+            jobs = apply_schedule(jobs, scheduler(jobs.filter(pl.col("gpu_num") > 0), vc_gpus))
     return jobs, vc_gpus
+
+
+def apply_schedule(jobs: pl.DataFrame, timed: pl.DataFrame) -> pl.DataFrame:
+    """Jobs with the start time and queue of every job in timed (by cluster and job_id), end = start + duration."""
+    second = pl.duration(seconds=1)
+    out = jobs.join(
+        timed.select("cluster", "job_id", pl.col("start_time").alias("_start"), pl.col("queue").alias("_queue")),
+        on=["cluster", "job_id"],
+        how="left",
+        maintain_order="left",
+    ).with_columns(
+        pl.coalesce("_start", "start_time").alias("start_time"), pl.coalesce("_queue", "queue").alias("queue")
+    )
+    return schema.conform_jobs(out.with_columns((pl.col("start_time") + pl.col("duration") * second).alias("end_time")))
 
 
 def _layout(rng: np.random.Generator) -> list[_Cluster]:
@@ -392,9 +433,9 @@ def _table(rng: np.random.Generator, c: _Cluster, state_group: np.ndarray) -> pl
     """The cluster's jobs as a canonical frame, job ids increasing in submit order."""
     n = len(c.gpu_num)
     queue = _queues(rng, c)
-    day = np.minimum(c.submit_s // 86400, c.cap.gpus_by_day.shape[1] - 1)
     user_gpu_time = np.bincount(c.user, weights=c.gpu_num * c.duration_s.astype(float), minlength=len(c.users))
-    vc = job_vcs(rng, c.cap, user_vcs(rng, c.cap, user_gpu_time), c.user, c.gpu_num, day)
+    preferred = preferred_vcs(rng, user_vcs(rng, c.cap, user_gpu_time), c.user)
+    vc = balanced_vcs(c.cap, preferred, c.gpu_num, c.submit_s, c.duration_s, LOAD_TARGETS[c.name])
     order = np.lexsort((rng.random(n), c.submit_s))
     job_id = np.empty(n, np.int64)
     job_id[order] = np.arange(1, n + 1)
@@ -433,13 +474,20 @@ def _epoch_s(t: datetime) -> int:
     return int((t - datetime(1970, 1, 1)).total_seconds())
 
 
-def build_meta(params: SynthParams, jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> dict:
-    """meta.json content: source, generator parameters, period, row counts, data-quality report, attribution."""
+def build_meta(params: SynthParams, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, start_times: str | None = None) -> dict:
+    """meta.json content: source, generator parameters, how start times were derived, period, row counts,
+    data-quality report, attribution."""
     per_cluster = dict(jobs.group_by("cluster").len().sort("cluster").rows())
     return {
         "source": "synthetic",
         "format": "helios-synth",
         "generator": {"module": "analytics.synth", "scale": params.scale, "seed": params.seed},
+        "start_times": {
+            "gpu_jobs": start_times or SAMPLED_START_TIMES,
+            "cpu_jobs": SAMPLED_START_TIMES + " (CPU jobs use no GPUs, so the VC capacities do not bound them)",
+            "capacity_consistent": start_times is not None,
+            "vcs": VC_NOTE,
+        },
         "clusters": [c for c in CLUSTERS if c in per_cluster],
         "period": {"start": f"{PERIOD_START:%Y-%m-%d %H:%M:%S}", "end": f"{PERIOD_END:%Y-%m-%d %H:%M:%S}"},
         "row_counts": {"jobs": jobs.height, "jobs_per_cluster": per_cluster, "vc_gpus": vc_gpus.height},
@@ -455,11 +503,23 @@ def build_meta(params: SynthParams, jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -
 
 
 def build_dataset(
-    params: SynthParams, name: str = DATASET_NAME, progress: Progress | None = None, root: Path | None = None
+    params: SynthParams,
+    name: str = DATASET_NAME,
+    progress: Progress | None = None,
+    root: Path | None = None,
+    scheduler: Scheduler | None = None,
 ) -> store.Dataset:
-    """Generate the synthetic trace and write it atomically as dataset `name` (under root, default data_dir())."""
+    """Generate the synthetic trace and write it atomically as dataset `name` (under root, default data_dir());
+    GPU-job start times come from scheduler when given (see generate)."""
     store.check_name(name)
-    prog = progress or Progress(BUILD_STAGES, quiet=True)
-    jobs, vc_gpus = generate(params, prog)
+    prog = progress or Progress(BUILD_STAGES + (scheduler is not None), quiet=True)
+    jobs, vc_gpus = generate(params, prog, scheduler)
+    how = None if scheduler is None else scheduler_description(scheduler)
     with prog.stage(f"writing dataset {name}"):
-        return store.write_dataset(name, jobs, vc_gpus, build_meta(params, jobs, vc_gpus), root=root)
+        return store.write_dataset(name, jobs, vc_gpus, build_meta(params, jobs, vc_gpus, how), root=root)
+
+
+def scheduler_description(scheduler: Scheduler) -> str:
+    """meta.json text for start times derived by scheduler: its module, name and first docstring line."""
+    doc = (scheduler.__doc__ or "").strip().splitlines()
+    return f"{scheduler.__module__}.{scheduler.__qualname__}: {doc[0] if doc else 'scheduler'}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,8 @@ SYNTH_CAPACITY: dict[str, tuple[int, int, int]] = {
     "Saturn": (2080, 0, 28),
     "Uranus": (2120, 15, 24),
 }
+LARGEST_VC_SHARE = 0.4  # of a synthetic cluster's GPUs: one large VC holds the biggest jobs
+FEW_VCS = 3  # jobs that fit at most this many VCs get GPUs reserved for them there
 USERS_PER_CLUSTER: dict[str, int] = {"Venus": 111, "Earth": 140, "Saturn": 262, "Uranus": 200}
 SLOT_SHARES = np.array([0.8, 0.15, 0.05])  # share of a user's jobs in its first, second and third VC
 _ALPHABET = np.array(list("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
@@ -61,15 +64,26 @@ def capacity(rng: np.random.Generator, cluster: str, taken: set[str]) -> Capacit
     vcs = sorted(set(table["vc"].to_list()))
     taken.update(vcs)
     table = table.sort(["vc", "date"])
-    gpus = table["gpus"].to_numpy().reshape(len(vcs), PERIOD_DAYS)
-    return Capacity(vcs=vcs, gpus_by_day=gpus.astype(np.int64), table=table)
+    gpus = repair_isolated_days(table["gpus"].to_numpy().reshape(len(vcs), PERIOD_DAYS).astype(np.int64))
+    table = table.with_columns(pl.Series("gpus", gpus.ravel()).cast(table.schema["gpus"]))
+    return Capacity(vcs=vcs, gpus_by_day=gpus, table=table)
+
+
+def repair_isolated_days(gpus_by_day: np.ndarray) -> np.ndarray:
+    """Capacities (VCs x days) where a single day differing from two equal neighbours takes their value: Earth's
+    file books every GPU on one VC on 2020-05-09 only, which no job running that day could respect."""
+    out = gpus_by_day.copy()
+    inner = out[:, 1:-1]
+    isolated = (out[:, :-2] == out[:, 2:]) & (inner != out[:, :-2])
+    inner[isolated] = out[:, :-2][isolated]
+    return out
 
 
 def _synthetic_table(rng: np.random.Generator, cluster: str, taken: set[str]) -> pl.DataFrame:
     full_gpus, short_days, n_vcs = SYNTH_CAPACITY[cluster]
     nodes = full_gpus // schema.GPUS_PER_NODE
     weights = np.sort(rng.lognormal(0.0, 0.9, n_vcs))[::-1]
-    weights[0] = max(weights[0], 0.3 * weights.sum())  # one large VC holds the biggest jobs
+    weights[0] = max(weights[0], LARGEST_VC_SHARE * weights[1:].sum() / (1 - LARGEST_VC_SHARE))
     vc_nodes = split_counts(nodes - n_vcs, weights) + 1
     gpus = np.repeat(vc_nodes[:, None] * schema.GPUS_PER_NODE, PERIOD_DAYS, axis=1)
     gpus[0, :short_days] -= schema.GPUS_PER_NODE
@@ -128,13 +142,126 @@ def user_vcs(rng: np.random.Generator, cap: Capacity, user_gpu_time: np.ndarray)
     return slots
 
 
-def job_vcs(
-    rng: np.random.Generator, cap: Capacity, slots: np.ndarray, user: np.ndarray, gpu_num: np.ndarray, day: np.ndarray
+def preferred_vcs(rng: np.random.Generator, slots: np.ndarray, user: np.ndarray) -> np.ndarray:
+    """Each job's preferred VC index: one of its user's three VC slots, drawn with SLOT_SHARES."""
+    return slots[user, sample_categorical(rng, SLOT_SHARES, len(user))]
+
+
+def _range_min_table(gpus_by_day: np.ndarray) -> list[np.ndarray]:
+    """Sparse table: level k holds, per VC and day d, the smallest capacity over days d .. d + 2^k - 1."""
+    levels = [gpus_by_day]
+    while 2 ** len(levels) <= gpus_by_day.shape[1]:
+        prev, half = levels[-1], 2 ** (len(levels) - 1)
+        levels.append(np.minimum(prev[:, :-half], prev[:, half:]))
+    return levels
+
+
+def _min_capacity(levels: list[np.ndarray], day0: np.ndarray, day1: np.ndarray) -> np.ndarray:
+    """Smallest GPUs of every VC over each job's days day0..day1 (jobs x VCs)."""
+    k = np.floor(np.log2(day1 - day0 + 1)).astype(np.int64)
+    out = np.empty((len(day0), levels[0].shape[0]), dtype=np.int64)
+    for level in np.unique(k):
+        rows = np.flatnonzero(k == level)
+        table = levels[level]
+        out[rows] = np.minimum(table[:, day0[rows]], table[:, day1[rows] - 2**level + 1]).T
+    return out
+
+
+@dataclass(frozen=True)
+class LoadTargets:
+    """How jobs spread over VCs: a job stays in its preferred VC while the GPUs busy there (if jobs started at
+    submit) leave spare x sqrt(GPUs x typical job size) free (square-root staffing: small VCs and big jobs need
+    more room), plus, for jobs many VCs can hold, the typical size of the jobs only a few VCs can hold (so those
+    need not wait for the VC to drain); else it goes to the fitting VC with most room. A job asks at most
+    job_share of a VC's GPUs unless no VC is big enough."""
+
+    spare: float
+    job_share: float = 0.5
+
+
+def balanced_vcs(
+    cap: Capacity,
+    preferred: np.ndarray,
+    gpu_num: np.ndarray,
+    submit_s: np.ndarray,
+    duration_s: np.ndarray,
+    targets: LoadTargets,
 ) -> np.ndarray:
-    """Each job's VC index: one of its user's VCs, moved to the day's largest VC when it has too few GPUs."""
-    slot = sample_categorical(rng, SLOT_SHARES, len(user))
-    vc = slots[user, slot]
-    largest = np.argmax(cap.gpus_by_day, axis=0)
-    too_small = gpu_num > cap.gpus_by_day[vc, day]
-    vc[too_small] = largest[day[too_small]]
+    """Each job's VC by the rule of LoadTargets (GPU jobs in submit order, room against the VC's fewest GPUs over
+    the job's days and the last day); CPU jobs keep their preferred VC."""
+    last_day = cap.gpus_by_day.shape[1] - 1
+    gpu = np.flatnonzero(gpu_num > 0)
+    gpu = gpu[np.lexsort((gpu, submit_s[gpu]))]
+    day0 = np.minimum(submit_s[gpu] // 86400, last_day)
+    day1 = np.minimum((submit_s[gpu] + duration_s[gpu]) // 86400 + 1, last_day)
+    levels = _range_min_table(cap.gpus_by_day)
+    min_gpus = np.concatenate(
+        [
+            _min_capacity(levels, day0[k], day1[k]).astype(np.int32)
+            for k in np.array_split(np.arange(len(gpu)), max(1, len(gpu) // 50_000))
+        ]
+    )
+    # the scheduler counts a job as at most the VC's GPUs on the last day: never rely on more than that
+    min_gpus = np.minimum(min_gpus, cap.gpus_by_day[:, -1][None, :].astype(np.int32))
+    fits = _fitting(min_gpus, gpu_num[gpu], targets.job_share)
+    size = _typical_size(fits, gpu_num[gpu], duration_s[gpu], empty=1.0)
+    limit = (min_gpus - targets.spare * np.sqrt(min_gpus * size[None, :])).astype(np.float32)
+    few = fits.sum(axis=1) <= FEW_VCS
+    limit[~few] -= _typical_size(fits[few], gpu_num[gpu[few]], duration_s[gpu[few]], empty=0.0).astype(np.float32)
+    vc = preferred.copy()
+    vc[gpu] = _dispatch(limit, min_gpus, preferred[gpu], fits, gpu_num[gpu], submit_s[gpu], duration_s[gpu])
     return vc
+
+
+def _typical_size(fits: np.ndarray, gpu_num: np.ndarray, duration_s: np.ndarray, empty: float) -> np.ndarray:
+    """GPU-time-weighted mean GPU count of the jobs each VC can hold (each job spread over the VCs it fits; empty
+    where none)."""
+    gpu_time = gpu_num * duration_s.astype(float) / np.maximum(fits.sum(axis=1), 1)
+    weight = gpu_time @ fits
+    size = (gpu_time * gpu_num) @ fits
+    return np.where(weight > 0, size / np.maximum(weight, 1.0), empty)
+
+
+def _dispatch(
+    limit: np.ndarray,
+    gpus_of: np.ndarray,
+    preferred: np.ndarray,
+    fits: np.ndarray,
+    gpu_num: np.ndarray,
+    submit_s: np.ndarray,
+    dur_s: np.ndarray,
+) -> np.ndarray:
+    """VC of each job (given in submit order; limit and gpus_of = jobs x VCs) by the rule of LoadTargets: when the
+    preferred VC is full, the VC whose room under its limit is largest relative to its GPUs, or when every VC is
+    past its limit, the one with most free GPUs relative to its GPUs."""
+    busy = np.zeros(limit.shape[1])
+    busy_list = [0.0] * limit.shape[1]
+    running: list[tuple[int, int, int]] = []
+    out = np.empty(len(preferred), dtype=np.int64)
+    # NOTE: plain Python lists inside the per-job loop (numpy scalar access is several times slower)
+    pref, gpus, subs, durs = preferred.tolist(), gpu_num.tolist(), submit_s.tolist(), dur_s.tolist()
+    for j in range(len(pref)):
+        t, g, v = subs[j], gpus[j], pref[j]
+        while running and running[0][0] <= t:
+            _, w, h = heapq.heappop(running)
+            busy_list[w] -= h
+        if not (fits[j, v] and busy_list[v] + g <= limit[j, v]):
+            busy[:] = busy_list
+            room = np.where(fits[j], (limit[j] - busy - g) / np.maximum(gpus_of[j], 1.0), -np.inf)
+            if room.max() < 0:
+                room = np.where(fits[j], (gpus_of[j] - busy - g) / np.maximum(gpus_of[j], 1.0), -np.inf)
+            v = int(np.argmax(room))
+        busy_list[v] += g
+        out[j] = v
+        heapq.heappush(running, (t + durs[j], v, g))
+    return out
+
+
+def _fitting(min_gpus: np.ndarray, gpu_num: np.ndarray, job_share: float) -> np.ndarray:
+    """VCs (jobs x VCs) a job may go to: job_share of their GPUs holds it, else they hold it, else the largest."""
+    fits = min_gpus * job_share >= gpu_num[:, None]
+    loose = ~fits.any(axis=1)
+    fits[loose] = min_gpus[loose] >= gpu_num[loose, None]
+    none = ~fits.any(axis=1)
+    fits[none, np.argmax(min_gpus[none], axis=1)] = True
+    return fits

@@ -1,6 +1,6 @@
 """Benchmark: wall time and peak memory of `helios demo` (build + write of the synthetic trace), then fidelity.
 
-Usage: .venv/bin/python bench/synth.py [--scale 1] [--seed 0] [--runs 1] [--fidelity]
+Usage: .venv/bin/python bench/synth.py [--scale 1] [--seed 0] [--queue sampled|sim] [--runs 1] [--fidelity]
 Each run builds into a fresh temporary HELIOS_DATA_DIR (your ./data is never touched). Budget: <= 90 s at
 scale 1 on 2 cores (target <= 45 s).
 """
@@ -48,13 +48,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="1")
     parser.add_argument("--seed", default="0")
+    parser.add_argument("--queue", default="sampled", choices=("sampled", "sim"))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--fidelity", action="store_true", help="also time `helios fidelity` on the result")
     args = parser.parse_args()
-    print(f"helios demo --scale {args.scale} --seed {args.seed} ({os.cpu_count()} CPUs)")
+    print(f"helios demo --scale {args.scale} --seed {args.seed} --queue {args.queue} ({os.cpu_count()} CPUs)")
     for run in range(1, args.runs + 1):
         with tempfile.TemporaryDirectory(prefix="helios-bench-") as data_dir:
-            wall_s, rss_mib, code = run_child(["demo", "--scale", args.scale, "--seed", args.seed, "--quiet"], data_dir)
+            wall_s, rss_mib, code = run_child(
+                ["demo", "--scale", args.scale, "--seed", args.seed, "--queue", args.queue, "--quiet"], data_dir
+            )
             size_mib = sum(p.stat().st_size for p in Path(data_dir).rglob("*") if p.is_file()) / 2**20
             figures = f"peak RSS {rss_mib:.0f} MiB, dataset {size_mib:.1f} MiB, exit {code}"
             print(f"run {run}: build+write {wall_s:.1f} s, {figures}")

@@ -9,13 +9,19 @@ from analytics.commands.common import Progress, fail, print_json
 from analytics.db import QueryError
 from analytics.fidelity import checks_to_json, fidelity_checks, format_table
 from analytics.synth import BUILD_STAGES, DATASET_NAME, MAX_SCALE, MIN_SCALE, SynthParams, build_dataset
+from sim.replay import slurm_like_schedule
+
+QUEUE_MODELS = ("sampled", "sim")
+DEFAULT_QUEUE = "sampled"
 
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run `helios demo`: generate the synthetic Helios trace and write it as a dataset."""
-    progress = Progress(BUILD_STAGES, quiet=args.quiet)
+    scheduler = slurm_like_schedule if args.queue == "sim" else None
+    progress = Progress(BUILD_STAGES + (scheduler is not None), quiet=args.quiet)
     try:
-        ds = build_dataset(SynthParams(scale=args.scale, seed=args.seed), name=args.name, progress=progress)
+        params = SynthParams(scale=args.scale, seed=args.seed)
+        ds = build_dataset(params, name=args.name, progress=progress, scheduler=scheduler)
     except (store.DatasetError, OSError) as exc:
         return fail(str(exc))
     progress.done("built")
@@ -64,6 +70,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scale", type=_scale, default=1.0, help="fraction of the 3,362,981 published jobs (default 1)")
     p.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same jobs (default 0)")
     p.add_argument("--name", default=DATASET_NAME, help=f"dataset name (default {DATASET_NAME})")
+    p.add_argument(
+        "--queue",
+        choices=QUEUE_MODELS,
+        default=DEFAULT_QUEUE,
+        help=(
+            "GPU-job start times: 'sim' runs the jobs through FIFO + EASY backfill on the daily VC capacities (never "
+            "above capacity), 'sampled' draws queueing delays matching the published means; CPU jobs are always "
+            f"sampled (default {DEFAULT_QUEUE})"
+        ),
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run_demo)
 
