@@ -2,9 +2,10 @@
 
 Used by the synthetic dataset generator so that recorded utilisation never exceeds capacity. A GPU job starts only
 if, for every day of its run, the GPUs in use plus its own fit that day's capacity; by induction over start times
-the GPUs in use never exceed the capacity of the day. Placement is by GPU count (no node fragmentation). Jobs
-asking more GPUs than the VC has on its last known day count as that size (`gpu_num` unchanged in the output); VCs
-with no capacity rows are treated as unlimited. CPU jobs pass through with queue 0 (start = submit).
+the GPUs in use never exceed the capacity of the day. Placement is by GPU count (no node fragmentation). A job
+that can never run — more GPUs than its VC has on any day from its submission on, or still waiting when its VC
+shrinks for good — is never started: its start, end and queue are null. VCs with no capacity rows are treated as
+unlimited. CPU jobs pass through with queue 0 (start = submit).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class _DailyCapacity:
     def __init__(self, gpus_by_day: Sequence[int]):
         self.gpus = [int(g) for g in gpus_by_day]
         self.last = len(self.gpus) - 1
+        self.max_from = np.maximum.accumulate(np.asarray(self.gpus[::-1], dtype=np.int64))[::-1].tolist()
 
     def day(self, t_s: int) -> int:
         """Clamped day index of second t_s."""
@@ -45,6 +47,10 @@ class _DailyCapacity:
         d0, d1 = self.day(start_s), self.day(end_s)
         return self.gpus[d0] if d0 == d1 else min(self.gpus[d0 : d1 + 1])
 
+    def ever_fits(self, gpus: int, t_s: int) -> bool:
+        """Whether `gpus` GPUs fit the VC on some day from second t_s on."""
+        return gpus <= self.max_from[self.day(t_s)]
+
     def next_midnight_s(self, t_s: int) -> int:
         """The first midnight after t_s up to the last known day (after it the capacity is constant), or _NEVER."""
         d = t_s // DAY_S
@@ -52,9 +58,9 @@ class _DailyCapacity:
 
 
 def schedule_vc(submit_s: list[int], dur_s: list[int], gpus: list[int], cap: _DailyCapacity) -> list[int]:
-    """Start second of every job (given in submit order) under FIFO + EASY backfill on the daily capacity."""
+    """Start second of each job (in submit order) by FIFO + EASY backfill on the daily capacity; -1 = never."""
     n = len(submit_s)
-    need = [min(g, cap.gpus[-1]) for g in gpus]  # so that every job fits an empty VC after the last day
+    need = list(gpus)
     start = [-1] * n
     done: list[tuple[int, int]] = []
     waiting: list[int] = []
@@ -71,12 +77,15 @@ def schedule_vc(submit_s: list[int], dur_s: list[int], gpus: list[int], cap: _Da
             now = done[0][0]
         if head < len(waiting):
             now = min(now, cap.next_midnight_s(last_s))
+        if now >= _NEVER:
+            break  # only jobs that can never fit are left waiting
         changed = now // DAY_S != last_s // DAY_S or (bool(done) and done[0][0] <= now)
         last_s, old_head, first_new = now, head, len(waiting)
         while done and done[0][0] <= now:
             used -= need[heapq.heappop(done)[1]]
         while i < n and submit_s[i] <= now:
-            waiting.append(i)
+            if cap.ever_fits(need[i], submit_s[i]):
+                waiting.append(i)
             i += 1
         while head < len(waiting) and (start[waiting[head]] >= 0 or fits(waiting[head], now)):
             j = waiting[head]
@@ -168,11 +177,12 @@ def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -
         rows = part.get_column("_row").to_numpy()
         starts = schedule_vc(part["_sub"].to_list(), part["_dur"].to_list(), part["gpu_num"].to_list(), caps[vc])
         start_s[rows] = starts
-    start = pl.lit(t0) + pl.duration(seconds=pl.Series("_s", start_s))
+    started = pl.Series("_s", start_s).replace(-1, None)
+    start = pl.lit(t0) + pl.duration(seconds=started)
     return df.select(
         pl.col("job_id").cast(pl.Int64),
         pl.lit(cluster).alias("cluster"),
         start.alias("start_time"),
         (start + pl.duration(seconds=pl.col("_dur"))).alias("end_time"),
-        (pl.Series("_q", start_s) - pl.col("_sub")).cast(pl.Int64).alias("queue"),
+        (started - pl.col("_sub")).cast(pl.Int64).alias("queue"),
     ).cast(_OUT_SCHEMA)

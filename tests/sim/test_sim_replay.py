@@ -30,6 +30,15 @@ def test_capacity_change_at_midnight_blocks_and_releases_jobs():
     assert schedule_vc([86_000], [1_000], [4], _DailyCapacity([4, 2, 4])) == [2 * 86_400]
 
 
+def test_jobs_that_can_never_fit_are_not_started():
+    # 16 GPUs never fit an 8-GPU VC and do not block the 4-GPU job behind them; after the VC drops to 0 GPUs for
+    # good, nothing starts any more, and a job still waiting then never starts.
+    cap = _DailyCapacity([8, 0])
+    assert schedule_vc([0, 10, 20, 86_405], [100, 10, 10, 10], [8, 16, 4, 8], cap) == [0, -1, 100, -1]
+    assert schedule_vc([0, 10], [86_000, 1_000], [8, 8], cap) == [0, -1]
+    assert schedule_vc([0, 10], [100, 10], [16, 4], _DailyCapacity([8])) == [-1, 10]
+
+
 @st.composite
 def traces(draw):
     n = draw(st.integers(1, 60))
@@ -75,11 +84,14 @@ def test_usage_never_exceeds_daily_capacity(trace):
     jobs, vc_gpus = frames(trace)
     out = slurm_like_schedule(jobs, vc_gpus).join(jobs.select("job_id", "gpu_num", "submit_time"), on="job_id")
     assert out.height == jobs.height
-    assert (out.get_column("queue") >= 0).all()
+    assert (out.get_column("queue").drop_nulls() >= 0).all()
     assert (out.filter(pl.col("gpu_num") == 0).get_column("queue") == 0).all()
     caps = trace[3]
-    gpu_jobs = out.filter(pl.col("gpu_num") > 0)
-    need = np.minimum(gpu_jobs.get_column("gpu_num").to_numpy(), caps[-1])
+    never = out.filter(pl.col("start_time").is_null())
+    assert (never.get_column("gpu_num") > 0).all()
+    assert never.get_column("queue").null_count() == never.height
+    gpu_jobs = out.filter((pl.col("gpu_num") > 0) & pl.col("start_time").is_not_null())
+    need = gpu_jobs.get_column("gpu_num").to_numpy()
     start = ((gpu_jobs.get_column("start_time") - T0).dt.total_seconds()).to_numpy()
     end = ((gpu_jobs.get_column("end_time") - T0).dt.total_seconds()).to_numpy()
     points = np.unique(np.concatenate([start, end]))
