@@ -33,7 +33,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 bench: install demo ## run the performance benchmarks and print their figures
-	for b in synth ingest queries sim ces dashboard whatif; do \
+	for b in synth ingest queries sim ces dashboard whatif load faults; do \
 	  test ! -f bench/$$b.py || $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:

@@ -8,14 +8,16 @@ import dash
 from dash import Dash
 
 from components import callbacks, data, explorer, shell
+from components.access_log import install_access_log
 from components.auth import AuthSettings, install_auth
 from components.background import background_manager
+from components.errors import install_error_handlers
 from components.health import install_health
 from components.settings import Settings
 
 
 def create_app(settings: Settings | None = None) -> Dash:
-    """Build the dashboard: pages, shell, callbacks, query cache, CSV export, /healthz and access control."""
+    """Build the dashboard: pages, callbacks, query cache, CSV export, /healthz, request log and access control."""
     settings = settings or Settings.from_env()
     app = Dash(
         __name__,
@@ -37,6 +39,8 @@ def create_app(settings: Settings | None = None) -> Dash:
             register(app)
     app.server.add_url_rule(dash.get_relative_path("/download/jobs.csv"), "jobs_csv", explorer.csv_view)
     install_health(app.server, settings)
+    install_access_log(app.server)
+    install_error_handlers(app.server)
     install_auth(app.server, AuthSettings.from_env())
     return app
 

@@ -11,7 +11,7 @@ from dash import MATCH, Dash, Input, Output, State, ctx, dcc, no_update
 from analytics.db import QueryError
 from analytics.store import DatasetError
 from components import charts, controls, data, figures
-from components.state import empty_state, page_params, parse_query, to_filter, to_query
+from components.state import empty_state, page_params, parse_params, parse_query, to_query
 
 log = logging.getLogger(__name__)
 
@@ -53,22 +53,35 @@ def state_to_controls(state: dict[str, Any]) -> list:
     ]
 
 
-def controls_to_state(values: list) -> dict[str, Any]:
-    """The filter state of the filter-bar values (in FILTER_INPUTS order)."""
+def _joined(value: Any) -> str:
+    """A drop-down's value (a list of names) as one comma-separated URL parameter."""
+    items = value if isinstance(value, list) else [value] if value else []
+    return ",".join(str(v) for v in items if isinstance(v, str | int | float))
+
+
+def _gpu_text(value: Any) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer():
+        return str(int(value))
+    return "" if value in (None, "") else str(value)[:100]
+
+
+def controls_to_state(values: list) -> tuple[dict[str, Any], list[str]]:
+    """The filter state of the filter-bar values (in FILTER_INPUTS order) and the problems found in them."""
     dataset, clusters, vcs, start, end, kind, states, gpu_min, gpu_max, users = values
-    state = empty_state(dataset or "")
-    state.update(
-        clusters=list(clusters or []),
-        vcs=list(vcs or []),
-        start=(start or None) and str(start)[:10],
-        end=(end or None) and str(end)[:10],
-        job_kind=kind or "all",
-        states=list(states or []),
-        gpu_min=None if gpu_min in (None, "") else int(gpu_min),
-        gpu_max=None if gpu_max in (None, "") else int(gpu_max),
-        users=list(users or []),
-    )
-    return state
+    params = {
+        "ds": str(dataset or "")[:200],
+        "cluster": _joined(clusters),
+        "vc": _joined(vcs),
+        "user": _joined(users),
+        "state": _joined(states),
+        "start": str(start or "")[:10],
+        "end": str(end or "")[:10],
+        "kind": str(kind or "all")[:100],
+        "gmin": _gpu_text(gpu_min),
+        "gmax": _gpu_text(gpu_max),
+    }
+    state, problems = parse_params(params)
+    return state, [p.replace("URL parameter", "filter") for p in problems]
 
 
 def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tuple:
@@ -83,9 +96,11 @@ def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tupl
     elif trigger == controls.FILTER_RESET:
         state = empty_state(values[0] or data.default_dataset(names, default))
     elif trigger == controls.DATASET:
-        state = empty_state(controls_to_state(list(values))["dataset"])
+        state = empty_state(controls_to_state(list(values))[0]["dataset"])
     else:
-        state, show = controls_to_state(list(values)), False
+        state, problems = controls_to_state(list(values))
+        show = bool(problems)
+        alert = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
     if trigger not in (None, controls.URL):
         url = to_query(state, page_params(search))
     shown = state_to_controls(state) if show else [no_update] * len(FILTER_INPUTS)
@@ -109,10 +124,9 @@ def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
 def render_figure(spec: dict[str, Any]):
     """Draw the figure a card spec names, or a figure carrying the problem as a message."""
     try:
-        to_filter(spec["state"])
         fig, _ = charts.render(spec)
     except USER_ERRORS as exc:
-        log.info("figure %s: %s", spec.get("name"), exc)
+        log.info("figure %s: %s", str(spec.get("name") if isinstance(spec, dict) else spec)[:80], exc)
         return figures.empty_figure(str(exc))
     return fig
 

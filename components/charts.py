@@ -184,6 +184,8 @@ CHARTS.update(compare_charts())
 
 def render(spec: Spec) -> tuple[go.Figure, pl.DataFrame]:
     """Fetch and draw the figure a card spec names; the frame is returned for CSV export."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("state"), dict) or spec.get("name") not in CHARTS:
+        raise ValueError(f"unknown chart {str(spec.get('name') if isinstance(spec, dict) else spec)[:80]!r}")
     chart = CHARTS[spec["name"]]
     df = chart.data(spec)
     if spec.get("overlay"):

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import polars as pl
+from cachelib import SimpleCache
 from flask import current_app
 from flask_caching import Cache
 
@@ -20,6 +21,43 @@ log = logging.getLogger(__name__)
 
 # One Cache object bound to each app by init_cache(); its backing store (files or Redis) is shared by workers.
 cache = Cache()
+# When the shared store fails (Redis stopped), each worker carries on with a small in-process cache.
+_local = SimpleCache(threshold=500, default_timeout=600)
+_failing: dict[str, bool] = {"shared": False}
+
+
+def _backend_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from redis.exceptions import RedisError
+    except ImportError:
+        return (OSError,)
+    return (OSError, RedisError)
+
+
+def _shared_failed(exc: BaseException) -> None:
+    if not _failing["shared"]:
+        log.warning("shared cache unavailable (%s): serving with this worker's local cache", exc)
+    _failing["shared"] = True
+
+
+def _cache_get(key: str) -> Any:
+    try:
+        value = cache.get(key)
+    except _backend_errors() as exc:
+        _shared_failed(exc)
+        return _local.get(key)
+    if _failing["shared"]:
+        log.warning("shared cache reachable again")
+        _failing["shared"] = False
+    return value
+
+
+def _cache_set(key: str, value: Any) -> None:
+    try:
+        cache.set(key, value)
+    except _backend_errors() as exc:
+        _shared_failed(exc)
+        _local.set(key, value)
 
 
 def init_cache(server, settings: Settings) -> None:
@@ -58,12 +96,12 @@ def default_dataset(names: list[str], preferred: str) -> str:
 
 def cached(key: str, compute: Callable[[], Any]) -> Any:
     """Return the cached value of key, computing and storing it on a miss."""
-    value = cache.get(key)
+    value = _cache_get(key)
     if value is None:
         t0 = time.perf_counter()
         value = compute()
         log.info("computed %s in %.0f ms", key, (time.perf_counter() - t0) * 1000)
-        cache.set(key, value)
+        _cache_set(key, value)
     return value
 
 

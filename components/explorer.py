@@ -61,6 +61,8 @@ COMPARE_OPS: dict[str, str] = {
     "greaterThanOrEqual": ">=",
 }
 MAX_PAGE_ROWS = 1000
+MAX_CONDITIONS = 10
+MAX_ROW_INDEX = 2**53
 EXPORT_CHUNK_ROWS = 200_000
 ORDER_KEY = '"cluster", "submit_time", "job_id"'
 
@@ -91,6 +93,8 @@ def column_defs() -> list[dict[str, Any]]:
 
 
 def _condition(col: str, model: dict[str, Any]) -> tuple[str, list]:
+    if not isinstance(model, dict):
+        raise GridFilterError(f"column {col}: a filter must be an object")
     ident = f'"{schema.check_identifier(col)}"'
     op = model.get("type")
     if op == "blank":
@@ -127,13 +131,15 @@ def _parse_date(value: Any, col: str) -> datetime:
 
 def grid_where(filter_model: dict[str, Any] | None) -> tuple[str, list]:
     """Translate an AG Grid filter model into a SQL predicate with bound parameters."""
+    if not isinstance(filter_model, dict | None):
+        raise GridFilterError("the grid filter must be an object of column filters")
     parts, params = [], []
     for col, model in (filter_model or {}).items():
         if col not in COLUMNS:
-            raise GridFilterError(f"unknown column {col!r} in grid filter")
-        if "conditions" in model:
+            raise GridFilterError(f"unknown column {_shown(col)} in grid filter")
+        if isinstance(model, dict) and "conditions" in model:
             joiner = " OR " if model.get("operator") == "OR" else " AND "
-            subs = [_condition(col, m) for m in model["conditions"]]
+            subs = [_condition(col, m) for m in _conditions(col, model["conditions"])]
             parts.append("(" + joiner.join(s for s, _ in subs) + ")")
             params.extend(p for _, ps in subs for p in ps)
         else:
@@ -143,13 +149,27 @@ def grid_where(filter_model: dict[str, Any] | None) -> tuple[str, list]:
     return (" AND ".join(parts) or "TRUE"), params
 
 
+def _shown(value: Any) -> str:
+    """A value as it appears in a message: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _conditions(col: str, conditions: Any) -> list:
+    if not isinstance(conditions, list) or not 0 < len(conditions) <= MAX_CONDITIONS:
+        raise GridFilterError(f"column {col}: a combined filter needs a list of 1-{MAX_CONDITIONS} conditions")
+    return conditions
+
+
 def order_by(sort_model: list[dict[str, Any]] | None) -> str:
     """Translate an AG Grid sort model into an ORDER BY list (ties broken by cluster, submit time, job id)."""
+    if not isinstance(sort_model, list | None):
+        raise GridFilterError("the grid sort must be a list of {colId, sort} objects")
     keys = []
     for item in sort_model or []:
-        col = item.get("colId", "")
+        col = item.get("colId", "") if isinstance(item, dict) else item
         if col not in COLUMNS:
-            raise GridFilterError(f"unknown column {col!r} in grid sort")
+            raise GridFilterError(f"unknown column {_shown(col)} in grid sort")
         keys.append(f'"{col}" {"DESC" if item.get("sort") == "desc" else "ASC"} NULLS LAST')
     return ", ".join([*keys, ORDER_KEY])
 
@@ -168,8 +188,8 @@ def count_rows(ds: Dataset, flt: JobFilter, filter_model: dict[str, Any] | None)
 
 def page_rows(ds: Dataset, flt: JobFilter, request_: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     """One block of rows for AG Grid's infinite row model, and the total number of matching rows."""
-    start = max(int(request_.get("startRow", 0)), 0)
-    limit = min(max(int(request_.get("endRow", start + 100)) - start, 0), MAX_PAGE_ROWS)
+    start, end = _row_index(request_, "startRow", 0), _row_index(request_, "endRow", None)
+    limit = min(max((start + 100 if end is None else end) - start, 0), MAX_PAGE_ROWS)
     fmodel = request_.get("filterModel")
     where, params = _where(flt, fmodel)
     sql = (
@@ -181,6 +201,15 @@ def page_rows(ds: Dataset, flt: JobFilter, request_: dict[str, Any]) -> tuple[li
     rows = data.cached(f"rows:{base_key}:{block_key}", lambda: _json_rows(db.run(sql, [*params, limit, start], ds=ds)))
     total = data.cached(f"count:{base_key}", lambda: count_rows(ds, flt, fmodel))
     return rows, total
+
+
+def _row_index(request_: dict[str, Any], key: str, default: int | None) -> int | None:
+    value = request_.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_ROW_INDEX:
+        raise GridFilterError(f"{key} must be a row number from 0 to {MAX_ROW_INDEX:,}, not {_shown(value)}")
+    return value
 
 
 def _json_rows(df: pl.DataFrame) -> list[dict[str, Any]]:
@@ -200,6 +229,14 @@ def export_chunks(ds: Dataset, flt: JobFilter, filter_model: dict | None, sort_m
         offset += EXPORT_CHUNK_ROWS
 
 
+def _json_arg(args: dict[str, str], key: str, default: str) -> Any:
+    """A JSON-encoded query parameter, with a one-line message when it is not valid (or too deeply nested) JSON."""
+    try:
+        return json.loads(args.get(key) or default)
+    except (ValueError, RecursionError):
+        raise GridFilterError(f"{key} is not valid JSON") from None
+
+
 def csv_view() -> Response:
     """Flask view streaming the filtered jobs as CSV (query: dashboard filters plus grid filter/sort as JSON)."""
     args = request.args.to_dict()
@@ -209,11 +246,13 @@ def csv_view() -> Response:
             raise ValueError(problems[0])
         ds = data.open_dataset(state["dataset"])
         flt = to_filter(state)
-        fmodel = json.loads(args.get("grid_filter") or "{}")
-        smodel = json.loads(args.get("grid_sort") or "[]")
+        fmodel = _json_arg(args, "grid_filter", "{}")
+        smodel = _json_arg(args, "grid_sort", "[]")
         grid_where(fmodel)
         order_by(smodel)
     except (ValueError, DatasetError) as exc:
-        return Response(f"cannot export: {exc}\n", status=400, mimetype="text/plain")
+        message = " ".join(str(exc).split())
+        message = message if len(message) <= 300 else message[:297] + "..."
+        return Response(f"cannot export: {message}\n", status=400, mimetype="text/plain")
     headers = {"Content-Disposition": f'attachment; filename="{ds.name}-jobs.csv"'}
     return Response(export_chunks(ds, flt, fmodel, smodel), mimetype="text/csv", headers=headers)

@@ -30,6 +30,14 @@ def empty_state(dataset: str = "") -> dict[str, Any]:
     }
 
 
+def _cut(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _shown(value: str) -> str:
+    return _cut(repr(value))
+
+
 def _split(value: str) -> list[str]:
     return [v for v in (p.strip() for p in value.split(",")) if v]
 
@@ -38,14 +46,14 @@ def _parse_day(value: str, key: str, problems: list[str]) -> str | None:
     try:
         return date.fromisoformat(value).isoformat()
     except ValueError:
-        problems.append(f"URL parameter {key}={value!r} is not a date (YYYY-MM-DD); ignored")
+        problems.append(f"URL parameter {key}={_shown(value)} is not a date (YYYY-MM-DD); ignored")
         return None
 
 
 def _parse_gpus(value: str, key: str, problems: list[str]) -> int | None:
     if value.isdigit() and int(value) <= MAX_GPUS:
         return int(value)
-    problems.append(f"URL parameter {key}={value!r} is not a GPU count (0-{MAX_GPUS}); ignored")
+    problems.append(f"URL parameter {key}={_shown(value)} is not a GPU count (0-{MAX_GPUS}); ignored")
     return None
 
 
@@ -57,14 +65,14 @@ def parse_params(params: dict[str, str], default_dataset: str = "") -> tuple[dic
         state[field] = _split(params.get(key, ""))
     bad = [s for s in state["states"] if s not in schema.STATES]
     if bad:
-        problems.append(f"URL parameter state: unknown state(s) {', '.join(bad)}; ignored")
+        problems.append(f"URL parameter state: unknown state(s) {_cut(', '.join(bad))}; ignored")
         state["states"] = [s for s in state["states"] if s in schema.STATES]
     for key in ("start", "end"):
         if params.get(key):
             state[key] = _parse_day(params[key], key, problems)
     kind = params.get("kind", "all")
     if kind not in JOB_KINDS:
-        problems.append(f"URL parameter kind={kind!r} must be one of {', '.join(JOB_KINDS)}; ignored")
+        problems.append(f"URL parameter kind={_shown(kind)} must be one of {', '.join(JOB_KINDS)}; ignored")
         kind = "all"
     state["job_kind"] = kind
     for key, field in (("gmin", "gpu_min"), ("gmax", "gpu_max")):

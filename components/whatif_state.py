@@ -199,8 +199,8 @@ def form_to_config(form: dict) -> ScenarioConfig:
         numbers = {field: float(form[field]) for field in NUMBER_KEYS.values()}
     except (TypeError, ValueError) as exc:
         raise ScenarioError(f"load factor, capacity scale and noise level must be numbers ({exc})") from exc
-    if not all(0 <= v <= MAX_FORM_NUMBER for v in numbers.values()):
-        raise ScenarioError(f"load factor, capacity scale and noise level must be between 0 and {MAX_FORM_NUMBER:g}")
+    if not all(v <= MAX_FORM_NUMBER for v in numbers.values()):
+        raise ScenarioError(f"load factor, capacity scale and noise level must be at most {MAX_FORM_NUMBER:g}")
     ces = CesOptions(
         enabled=bool(form.get("ces_enabled")),
         preset=form.get("ces_preset") or "philly",

@@ -8,11 +8,12 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import dcc, html
+from dash import Dash, dcc, html
 
 from analytics.quality import summary_lines
 from analytics.store import Dataset
-from components import data
+from components import data, data_admin
+from components.auth import has_role
 from components.controls import page_header
 
 dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard · Data", order=5)
@@ -113,6 +114,13 @@ def layout(**_params: Any) -> html.Div:
     """The data page (it ignores the filters)."""
     header = page_header("Data", "The datasets in the data folder, where they come from and how clean they are.")
     datasets = data.list_datasets()
+    admin = [data_admin.section([d.name for d in datasets])] if has_role("admin") else []
     if not datasets:
-        return html.Div([header, dbc.Alert(["No dataset yet: run ", html.Code("helios demo"), "."], color="warning")])
-    return html.Div([header, dbc.Row([dbc.Col(dataset_card(d), xs=12, xl=6) for d in datasets])])
+        empty = dbc.Alert(["No dataset yet: run ", html.Code("helios demo"), " or upload one."], color="warning")
+        return html.Div([header, empty, *admin])
+    return html.Div([header, *admin, dbc.Row([dbc.Col(dataset_card(d), xs=12, xl=6) for d in datasets])])
+
+
+def register_callbacks(app: Dash) -> None:
+    """Register the admin upload and delete callbacks on app."""
+    data_admin.register(app)

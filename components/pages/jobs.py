@@ -106,6 +106,8 @@ def get_rows(request: dict[str, Any] | None, state: dict[str, Any]):
     """Answer one AG Grid block request from DuckDB, and refresh the export link and row count."""
     if not request:
         return no_update, no_update, no_update
+    if not isinstance(request, dict):
+        return {"rowData": [], "rowCount": 0}, no_update, "⚠ the grid request must be an object"
     try:
         rows, total = explorer.page_rows(data.open_dataset(state["dataset"]), to_filter(state), request)
     except USER_ERRORS as exc:

@@ -1,0 +1,176 @@
+"""Hostile URL parameters, filter values, grid models and export links: never a 500, never injected SQL."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+import pytest
+
+from analytics import db
+from components import callbacks, controls
+from components.state import empty_state
+
+MB_VALUE = "Z" * 1_000_000
+HOSTILE: dict[str, str] = {
+    "quote": "x' OR '1'='1' --",
+    "drop": 'Venus"; DROP TABLE jobs; --',
+    "union": "Venus') UNION SELECT * FROM duckdb_settings() --",
+    "copy": "1; COPY jobs TO '/tmp/helios-injected.csv'",
+    "like": "%' OR 1=1 --",
+    "date": "2020-04-02' OR '1'='1",
+    "nul": "ab\x00cd DROP",
+    "unicode": "Ünïcødé 🚀 \u202e 漢字 \ufeff",
+    "megabyte": MB_VALUE,
+    "list10k": ",".join(f"c{i}' OR 1=1" for i in range(10_000)),
+}
+FILTER_KEYS = ("cluster", "vc", "user", "state", "start", "end", "kind", "gmin", "gmax")
+PAGE_KEYS = {"/compare": ("cmp", "ref"), "/whatif": ("pol", "placer", "est", "noise", "load", "cap", "cpre", "csched")}
+PAGES = ("/", "/cluster", "/jobs", "/users", "/compare", "/data", "/whatif")
+
+
+def _marker(payload: str) -> str:
+    """The part of a payload whose presence in an SQL text would prove it was spliced in."""
+    return payload.split(",")[0][:64]
+
+
+class _RecordingCursor:
+    """A DuckDB cursor that remembers every SQL text it is given."""
+
+    def __init__(self, cursor, texts: list[str]):
+        self._cursor, self._texts = cursor, texts
+
+    def sql(self, query: str, params=None):
+        self._texts.append(query)
+        return self._cursor.sql(query, params=params)
+
+    def execute(self, query: str, params=None):
+        self._texts.append(query)
+        return self._cursor.execute(query, params)
+
+    def __getattr__(self, name: str):
+        return getattr(self._cursor, name)
+
+
+class _RecordingConnection:
+    def __init__(self, conn, texts: list[str]):
+        self._conn, self._texts = conn, texts
+
+    def cursor(self) -> _RecordingCursor:
+        return _RecordingCursor(self._conn.cursor(), self._texts)
+
+
+@pytest.fixture
+def sql_texts(monkeypatch) -> list[str]:
+    """Every SQL text DuckDB receives during the test."""
+    texts: list[str] = []
+    real = db._connection
+    monkeypatch.setattr(db, "_connection", lambda: _RecordingConnection(real(), texts))
+    return texts
+
+
+def assert_bound_only(texts: list[str], *payloads: str) -> None:
+    """No payload was spliced into an SQL text."""
+    for text in texts:
+        for payload in payloads:
+            assert _marker(payload) not in text, f"payload spliced into SQL: {text[:300]}"
+
+
+def _search(params: dict[str, str]) -> str:
+    return "?" + urlencode(params)
+
+
+def _render_all(ui, path: str, search: str) -> None:
+    """Render a page, sync its filter bar from the URL and draw every figure card it holds."""
+    layout = ui.page(path, search)
+    assert layout is not None
+    _sync_from_url(ui, search)
+    for spec in ui.specs(layout):
+        assert ui.figure(spec) is not None
+
+
+SYNC_OUTPUTS = [
+    (controls.URL, "search"),
+    (controls.FILTER_STATE, "data"),
+    (controls.URL_ALERT, "children"),
+    *callbacks.FILTER_INPUTS,
+    *callbacks.OPTION_OUTPUTS,
+]
+SYNC_OUTPUT = ".." + "...".join(f"{i}.{p}" for i, p in SYNC_OUTPUTS) + ".."
+
+
+def _sync(ui, trigger: str, search: str, values: list) -> dict:
+    inputs = [
+        {"id": controls.URL, "property": "search", "value": search},
+        {"id": controls.FILTER_RESET, "property": "n_clicks", "value": None},
+    ]
+    inputs += [{"id": i, "property": p, "value": v} for (i, p), v in zip(callbacks.FILTER_INPUTS, values, strict=True)]
+    payload = {
+        "output": SYNC_OUTPUT,
+        "outputs": [{"id": i, "property": p} for i, p in SYNC_OUTPUTS],
+        "inputs": inputs,
+        "state": [],
+        "changedPropIds": [trigger],
+    }
+    resp = ui.client.post("/_dash-update-component", json=payload)
+    assert resp.status_code == 200, resp.get_data(as_text=True)[:500]
+    return resp.get_json()["response"]
+
+
+def _sync_from_url(ui, search: str) -> dict:
+    values = callbacks.state_to_controls(empty_state("helios-synth"))
+    return _sync(ui, f"{controls.URL}.search", search, values)
+
+
+@pytest.mark.parametrize("path", PAGES)
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_every_url_parameter_of_every_page_takes_hostile_values(ui, sql_texts, path, kind):
+    payload = HOSTILE[kind]
+    params = {"ds": "helios-synth", **{k: payload for k in (*FILTER_KEYS, *PAGE_KEYS.get(path, ()))}}
+    _render_all(ui, path, _search(params))
+    _render_all(ui, path, _search({"ds": payload}))
+    assert_bound_only(sql_texts, payload)
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_hostile_url_parameter_gets_a_warning_not_an_error(ui, kind):
+    out = _sync_from_url(ui, _search({"ds": "helios-synth", "kind": HOSTILE[kind], "gmin": HOSTILE[kind]}))
+    alert = json.dumps(out[controls.URL_ALERT]["children"])
+    assert "kind=" in alert and "gmin=" in alert
+    assert out[controls.FILTER_STATE]["data"]["job_kind"] == "all"
+
+
+def _hostile_controls(payload: str) -> list:
+    """Filter-bar values as a tampered client could send them: payload strings and 10,000-element lists."""
+    many = [payload[:80] + str(i) for i in range(10_000)]
+    return ["helios-synth", many, [payload], payload, payload, payload, many[:50], payload, {"x": payload}, many]
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_tampered_filter_bar_values_are_refused_with_a_message(ui, sql_texts, kind):
+    values = _hostile_controls(HOSTILE[kind])
+    out = _sync(ui, f"{controls.CLUSTERS}.value", "", values)
+    assert "filter" in json.dumps(out[controls.URL_ALERT]["children"]).lower()
+    assert_bound_only(sql_texts, HOSTILE[kind])
+
+
+def _figure_spec(ui, payload: str) -> dict:
+    layout = ui.page("/cluster", "?ds=helios-synth")
+    spec = ui.specs(layout)[0]
+    state = {**empty_state("helios-synth"), "clusters": [payload] * 3, "users": [payload], "vcs": [payload]}
+    return {**spec, "state": state}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_tampered_figure_spec_draws_a_message_or_an_empty_figure(ui, sql_texts, kind):
+    payload = HOSTILE[kind]
+    spec = _figure_spec(ui, payload)
+    assert ui.figure(spec) is not None
+    bad_state = {**spec, "state": {**spec["state"], "start": payload, "gpu_min": payload, "job_kind": payload}}
+    assert ui.figure(bad_state) is not None
+    assert_bound_only(sql_texts, payload)
+
+
+def test_a_figure_spec_naming_no_chart_draws_a_message(ui):
+    spec = {**_figure_spec(ui, "Venus"), "name": "no-such-chart'; DROP TABLE jobs; --"}
+    assert "unknown chart" in json.dumps(ui.figure(spec))

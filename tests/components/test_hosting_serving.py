@@ -1,0 +1,182 @@
+"""Production serving: JSON request logs, no debug or dev tools outside `helios serve --debug`, gunicorn settings."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import runpy
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from components.access_log import LOGGER_NAME
+from components.auth_users import UserRecord, hash_password, save_users
+
+ROOT = Path(__file__).resolve().parents[2]
+FIELDS = {"time", "method", "path", "status", "duration_ms", "user", "remote"}
+
+
+@pytest.fixture
+def access_lines(caplog):
+    """The JSON request-log lines written during the test, decoded."""
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, logger=LOGGER_NAME)
+    yield lambda: [json.loads(r.getMessage()) for r in caplog.records if r.name == LOGGER_NAME]
+    logger.removeHandler(caplog.handler)
+
+
+def test_every_request_writes_one_json_line(ui, access_lines):
+    ui.client.get("/healthz")
+    ui.client.get("/_dash-component-suites/nope/x.js")
+    lines = access_lines()[-2:]
+    assert [(r["method"], r["path"], r["status"]) for r in lines] == [
+        ("GET", "/healthz", 200),
+        ("GET", "/_dash-component-suites/nope/x.js", 404),
+    ]
+    assert all(set(r) == FIELDS and r["duration_ms"] >= 0 and r["remote"] == "127.0.0.1" for r in lines)
+
+
+def test_refused_requests_are_logged_with_the_user(small_data, tmp_path, monkeypatch, access_lines):
+    users = tmp_path / "users.json"
+    save_users(users, {"ada": UserRecord("ada", "viewer", hash_password("s3cret-pass"))})
+    monkeypatch.setenv("HELIOS_AUTH_FILE", str(users))
+    monkeypatch.setenv("HELIOS_SECRET_KEY", "test-secret")
+    from app import create_app
+    from components.settings import Settings
+
+    client = create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache")).server.test_client()
+    client.get("/cluster", headers={"Accept": "application/json"})
+    auth = "Basic " + base64.b64encode(b"ada:s3cret-pass").decode()
+    client.get("/cluster", headers={"Authorization": auth})
+    refused, served = access_lines()[-2:]
+    assert (refused["status"], refused["user"]) == (401, None)
+    assert (served["status"], served["user"], served["path"]) == (200, "ada", "/cluster")
+
+
+def test_the_app_has_no_debug_or_dev_tools(dash_app):
+    assert not dash_app.server.debug
+    assert not dash_app._dev_tools.ui and not dash_app._dev_tools.hot_reload
+    assert not dash_app._dev_tools.props_check and not dash_app._dev_tools.serve_dev_bundles
+    html = dash_app.server.test_client().get("/").get_data(as_text=True)
+    assert ".dev.js" not in html and "_reload-hash" not in html
+
+
+@pytest.mark.parametrize(("argv", "debug"), [(["serve"], False), (["serve", "--debug"], True)])
+def test_only_serve_debug_turns_on_debug_mode(small_data, monkeypatch, argv, debug):
+    import dash
+
+    import cli
+
+    seen = {}
+    monkeypatch.setattr(dash.Dash, "run", lambda self, **kwargs: seen.update(kwargs))
+    assert cli.main(argv) == 0
+    assert seen["debug"] is debug and seen["dev_tools_ui"] is debug and seen["host"] == "127.0.0.1"
+
+
+def test_the_procfile_runs_gunicorn_with_the_config_file():
+    line = (ROOT / "Procfile").read_text().strip()
+    assert line == "web: gunicorn -c gunicorn.conf.py app:server"
+    assert "--reload" not in line and "debug" not in line
+
+
+def test_gunicorn_settings_come_from_the_environment(monkeypatch):
+    for name in ("PORT", "WEB_CONCURRENCY", "HELIOS_THREADS", "HELIOS_TIMEOUT", "HELIOS_BIND_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    defaults = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    assert (defaults["bind"], defaults["workers"], defaults["threads"], defaults["timeout"]) == (
+        "0.0.0.0:8050",
+        2,
+        4,
+        120,
+    )
+    assert defaults["reload"] is False and defaults["accesslog"] is None
+    monkeypatch.setenv("PORT", "9123")
+    monkeypatch.setenv("WEB_CONCURRENCY", "5")
+    monkeypatch.setenv("HELIOS_THREADS", "8")
+    monkeypatch.setenv("HELIOS_TIMEOUT", "300")
+    monkeypatch.setenv("HELIOS_BIND_HOST", "127.0.0.1")
+    custom = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    assert (custom["bind"], custom["workers"], custom["threads"], custom["timeout"]) == ("127.0.0.1:9123", 5, 8, 300)
+
+
+def test_a_bad_gunicorn_setting_names_the_variable(monkeypatch):
+    monkeypatch.setenv("HELIOS_THREADS", "four")
+    with pytest.raises(SystemExit, match="HELIOS_THREADS='four' is not a whole number"):
+        runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(url: str, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return resp.status
+        except (urllib.error.URLError, ConnectionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+@pytest.mark.slow
+def test_gunicorn_serves_the_app_with_json_request_logs(small_data, tmp_path):
+    port = _free_port()
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "HELIOS_BIND_HOST": "127.0.0.1",
+        "WEB_CONCURRENCY": "1",
+        "HELIOS_THREADS": "2",
+        "HELIOS_DATA_DIR": str(small_data),
+        "HELIOS_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    env.pop("HELIOS_REDIS_URL", None)
+    gunicorn = Path(sys.executable).with_name("gunicorn")
+    errors = tmp_path / "gunicorn.err"
+    with errors.open("w") as err:
+        proc = subprocess.Popen(
+            [str(gunicorn), "-c", "gunicorn.conf.py", "app:server"], cwd=ROOT, env=env, stderr=err, stdout=err
+        )
+        try:
+            assert _wait_for(f"http://127.0.0.1:{port}/healthz", timeout_s=60) == 200
+            assert _wait_for(f"http://127.0.0.1:{port}/cluster?ds=helios-synth", timeout_s=10) == 200
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+    lines = [json.loads(x) for x in errors.read_text().splitlines() if x.startswith("{")]
+    assert {("/healthz", 200), ("/cluster", 200)} <= {(r["path"], r["status"]) for r in lines}
+
+
+def test_a_stopped_redis_degrades_to_the_local_cache(small_data, tmp_path, caplog):
+    from app import create_app
+    from components.settings import Settings
+
+    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
+    app = create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache", redis_url=url))
+    client = app.server.test_client()
+    caplog.set_level(logging.WARNING, logger="components.data")
+    from components import data
+
+    with app.server.test_request_context():
+        first = data.cached("k", lambda: 41 + 1)
+        again = data.cached("k", lambda: pytest.fail("the local cache should have answered"))
+    assert first == again == 42
+    assert "serving with this worker's local cache" in caplog.text
+    health = client.get("/healthz").get_json()
+    assert health["status"] == "degraded"
+    assert client.get("/cluster?ds=helios-synth").status_code == 200
