@@ -9,6 +9,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from analytics import schema
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_DATASET = "helios-synth"
+STALE_AFTER_S = 3600  # staging folders older than this were left by a killed writer
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -114,9 +116,25 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def sweep_stale(root: Path, max_age_s: float = STALE_AFTER_S) -> list[Path]:
+    """Remove staging folders and unreferenced stored copies older than max_age_s left by killed writers."""
+    if not root.is_dir():
+        return []
+    live = {p.resolve() for p in root.iterdir() if p.is_symlink()}
+    cutoff = time.time() - max_age_s
+    removed = []
+    for p in root.iterdir():
+        hidden_copy = p.name.startswith(".") and (".tmp-" in p.name or ".v-" in p.name or ".legacy-" in p.name)
+        if hidden_copy and p.is_dir() and not p.is_symlink() and p.resolve() not in live and p.stat().st_mtime < cutoff:
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
 @contextmanager
 def _staging(root: Path, name: str) -> Iterator[Path]:
     root.mkdir(parents=True, exist_ok=True)
+    sweep_stale(root)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root))
     tmp.chmod(0o755)
     try:

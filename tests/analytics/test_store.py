@@ -77,3 +77,22 @@ def test_identical_rewrite_in_one_process(data_root):
     again = store.write_dataset("t1", _jobs(3), _caps(), {})
     assert again.version == first.version
     assert again.jobs().collect().height == 3
+
+
+def test_stale_staging_left_by_a_killed_writer_is_swept(data_root):
+    import os
+    import time
+
+    live = store.write_dataset("t1", _jobs(3), _caps(), {})
+    old_tmp = data_root / ".t1.tmp-abc123"
+    orphan = data_root / ".t2.v-0123456789ab-1-deadbeef"
+    fresh_tmp = data_root / ".t3.tmp-fresh"
+    for p in (old_tmp, orphan, fresh_tmp):
+        p.mkdir()
+    hour_ago = time.time() - 2 * store.STALE_AFTER_S
+    for p in (old_tmp, orphan, live.path.resolve()):
+        os.utime(p, (hour_ago, hour_ago))
+    removed = store.sweep_stale(data_root)
+    assert sorted(p.name for p in removed) == sorted([old_tmp.name, orphan.name])
+    assert fresh_tmp.exists(), "a staging folder still being written is kept"
+    assert store.open_dataset("t1").jobs().collect().height == 3, "the live copy is never swept"
