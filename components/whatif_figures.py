@@ -99,9 +99,7 @@ def comparison_table(summary: pl.DataFrame) -> dbc.Table:
     for row in summary.iter_rows(named=True):
         cells = [html.Td(_cell(row[name], kind), className="text-nowrap") for name, _, kind in cols]
         rows.append(html.Tr(cells, id=f"whatif-row-{row['scheme']}"))
-    return dbc.Table(
-        [head, html.Tbody(rows)], bordered=False, hover=True, size="sm", responsive=True, striped=True
-    )
+    return dbc.Table([head, html.Tbody(rows)], bordered=False, hover=True, size="sm", responsive=True, striped=True)
 
 
 def cdf_figure(cdf: pl.DataFrame, metric: str, title: str) -> go.Figure:
@@ -134,12 +132,7 @@ def per_vc_queue_figure(per_vc: pl.DataFrame) -> go.Figure:
         return empty_figure("No jobs ran.", title)
     schemes = _schemes(per_vc)
     ranking = "fifo" if "fifo" in schemes else schemes[0]
-    top = (
-        per_vc.filter(pl.col("scheme") == ranking)
-        .sort("avg_queue_s", descending=True)
-        .head(TOP_VCS)["vc"]
-        .to_list()
-    )
+    top = per_vc.filter(pl.col("scheme") == ranking).sort("avg_queue_s", descending=True).head(TOP_VCS)["vc"].to_list()
     overall = per_vc.group_by("scheme").agg(
         ((pl.col("avg_queue_s") * pl.col("jobs")).sum() / pl.col("jobs").sum()).alias("avg_queue_s")
     )
@@ -149,9 +142,7 @@ def per_vc_queue_figure(per_vc: pl.DataFrame) -> go.Figure:
         lookup = dict(zip(rows["vc"].to_list(), rows["avg_queue_s"].to_list(), strict=True))
         lookup["all"] = overall.filter(pl.col("scheme") == scheme)["avg_queue_s"][0]
         names = [*top, "all"]
-        fig.add_trace(
-            go.Bar(x=names, y=[lookup.get(v) for v in names], name=scheme, marker_color=scheme_color(scheme))
-        )
+        fig.add_trace(go.Bar(x=names, y=[lookup.get(v) for v in names], name=scheme, marker_color=scheme_color(scheme)))
     fig.update_layout(barmode="group")
     fig.update_yaxes(type="log")
     return style(fig, title, "VC", "average queue (s, log)")
@@ -282,9 +273,7 @@ def ces_numbers(metrics: dict) -> dbc.Row:
             html.Div(label, className="small text-muted"),
             html.Div(f"{shown} {unit}", className="fw-semibold"),
         ]
-        cards.append(
-            dbc.Col(dbc.Card(dbc.CardBody(body, className="p-2"), id=f"whatif-ces-{key}"), xs=6, md=3, xl=2)
-        )
+        cards.append(dbc.Col(dbc.Card(dbc.CardBody(body, className="p-2"), id=f"whatif-ces-{key}"), xs=6, md=3, xl=2))
     return dbc.Row(cards, className="g-2 mb-2")
 
 
@@ -321,9 +310,7 @@ def queue_position(job: dict, ahead: pl.DataFrame) -> tuple[np.ndarray, np.ndarr
     if not job:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     sub, st = ahead["submit_s"].to_numpy(), ahead["start_s"].to_numpy()
-    times = np.unique(
-        np.concatenate([[job["submit_s"], job["start_s"]], np.clip(sub, job["submit_s"], None), st])
-    )
+    times = np.unique(np.concatenate([[job["submit_s"], job["start_s"]], np.clip(sub, job["submit_s"], None), st]))
     times = times[(times >= job["submit_s"]) & (times <= job["start_s"])]
     waiting = [(int(((sub <= t) & (st > t)).sum())) for t in times.tolist()]
     return times, np.asarray(waiting, dtype=np.int64)
@@ -357,12 +344,8 @@ def ahead_table(records: pl.DataFrame, scheme: str, job_id: int, limit: int = 15
     """The largest jobs (GPU time) that started ahead of job_id under scheme."""
     _, ahead = jobs_ahead(records, scheme, job_id)
     if ahead.is_empty():
-        return dbc.Table(
-            [html.Tbody(html.Tr(html.Td("No job started ahead of it while it waited.")))], size="sm"
-        )
-    top = ahead.with_columns((pl.col("gpu_num") * pl.col("duration_s")).alias("gpu_s")).sort(
-        "gpu_s", descending=True
-    )
+        return dbc.Table([html.Tbody(html.Tr(html.Td("No job started ahead of it while it waited.")))], size="sm")
+    top = ahead.with_columns((pl.col("gpu_num") * pl.col("duration_s")).alias("gpu_s")).sort("gpu_s", descending=True)
     head = html.Thead(html.Tr([html.Th(c) for c in ("job", "GPUs", "duration", "submitted +", "started +")]))
     rows = [
         html.Tr(

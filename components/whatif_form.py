@@ -97,16 +97,12 @@ def scope_row(form: dict, datasets: list[str], scope: dict) -> dbc.Row:
             ),
             _labelled(
                 "Cluster",
-                dcc.Dropdown(
-                    id=CLUSTER, options=scope["clusters"], value=form["cluster"] or None, clearable=False
-                ),
+                dcc.Dropdown(id=CLUSTER, options=scope["clusters"], value=form["cluster"] or None, clearable=False),
                 narrow,
             ),
             _labelled(
                 "VCs",
-                dcc.Dropdown(
-                    id=VCS, options=scope["vcs"], value=form["vcs"], multi=True, placeholder="all VCs"
-                ),
+                dcc.Dropdown(id=VCS, options=scope["vcs"], value=form["vcs"], multi=True, placeholder="all VCs"),
                 wide,
             ),
             _labelled(
@@ -133,9 +129,7 @@ def policy_row(form: dict) -> dbc.Row:
         [
             _labelled(
                 "Policies to compare",
-                dbc.Checklist(
-                    id=POLICIES, options=list(policies.POLICIES), value=form["policies"], inline=True
-                ),
+                dbc.Checklist(id=POLICIES, options=list(policies.POLICIES), value=form["policies"], inline=True),
                 {"xs": 12, "md": 6, "xl": 3},
             ),
             _labelled(
@@ -165,9 +159,7 @@ def policy_row(form: dict) -> dbc.Row:
                 "noisy oracle only: 0 = exact, 1 = the artifact's error model",
             ),
             _labelled("Load factor", _number(LOAD, form["load_factor"], 0.1, 0.1, 10), {"xs": 4, "xl": 1}),
-            _labelled(
-                "VC capacity ×", _number(CAPACITY, form["capacity_scale"], 0.1, 0.1, 10), {"xs": 4, "xl": 1}
-            ),
+            _labelled("VC capacity ×", _number(CAPACITY, form["capacity_scale"], 0.1, 0.1, 10), {"xs": 4, "xl": 1}),
             _labelled(
                 "Predictor ladder",
                 dbc.Switch(id=LADDER, value=form["ladder"], label="QSSF × 4 predictors"),
@@ -183,9 +175,7 @@ def _param_inputs(kind: str, names: tuple[str, ...], values: dict, defaults: dic
     return [
         dbc.Col(
             [
-                html.Label(
-                    name.replace("_", " "), className="small text-muted mb-0 d-block", title=helps[name]
-                ),
+                html.Label(name.replace("_", " "), className="small text-muted mb-0 d-block", title=helps[name]),
                 dbc.Input(
                     id={"type": kind, "name": name},
                     type="number",
@@ -214,16 +204,12 @@ def ces_section(form: dict, policies_run: list[str]) -> html.Div:
                 [
                     _labelled(
                         "Preset",
-                        dcc.Dropdown(
-                            id=CES_PRESET, options=sorted(PRESETS), value=form["ces_preset"], clearable=False
-                        ),
+                        dcc.Dropdown(id=CES_PRESET, options=sorted(PRESETS), value=form["ces_preset"], clearable=False),
                         {"xs": 6, "xl": 2},
                     ),
                     _labelled(
                         "Forecaster",
-                        dcc.Dropdown(
-                            id=CES_MODE, options=list(MODES), value=form["ces_mode"], clearable=False
-                        ),
+                        dcc.Dropdown(id=CES_MODE, options=list(MODES), value=form["ces_mode"], clearable=False),
                         {"xs": 6, "xl": 2},
                     ),
                     _labelled(
@@ -274,9 +260,7 @@ def run_bar() -> dbc.Row:
             ),
             dbc.Col(
                 html.Div(
-                    dbc.Progress(
-                        id=PROGRESS, value=0, label="", striped=True, animated=True, style={"height": "22px"}
-                    ),
+                    dbc.Progress(id=PROGRESS, value=0, label="", striped=True, animated=True, style={"height": "22px"}),
                     id=PROGRESS_WRAP,
                     style=HIDDEN,
                 ),
@@ -341,9 +325,7 @@ def layout(form: dict, datasets: list[str], scope: dict, autorun: bool, problems
     """The whole what-if page for a form state (autorun: run it as soon as the page loads)."""
     alerts = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
     form_card = dbc.Card(
-        dbc.CardBody(
-            [scope_row(form, datasets, scope), policy_row(form), ces_section(form, form["policies"])]
-        ),
+        dbc.CardBody([scope_row(form, datasets, scope), policy_row(form), ces_section(form, form["policies"])]),
         className="mb-2 shadow-sm",
     )
     return html.Div(

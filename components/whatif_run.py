@@ -91,9 +91,7 @@ def _subprocess_entry(target: Callable, args: tuple, queue) -> None:
     queue.put(("done", value))
 
 
-def run_in_subprocess(
-    target: Callable, args: tuple, on_progress: Progress | None = None, poll_s: float = 0.2
-):
+def run_in_subprocess(target: Callable, args: tuple, on_progress: Progress | None = None, poll_s: float = 0.2):
     """Run target(*args, report) in a fresh spawned interpreter, forwarding its progress; return its value."""
     # Dash starts background jobs by forking the web worker, and Polars' thread pool does not survive a fork
     # (the forked child can hang on a lock), so the work itself runs in a spawned process.
@@ -107,9 +105,7 @@ def run_in_subprocess(
                 kind, *payload = queue.get(timeout=poll_s)
             except Empty:
                 if not proc.is_alive():
-                    raise ScenarioProcessError(
-                        f"the scenario process stopped (exit code {proc.exitcode})"
-                    ) from None
+                    raise ScenarioProcessError(f"the scenario process stopped (exit code {proc.exitcode})") from None
                 continue
             if kind == "progress":
                 if on_progress is not None:

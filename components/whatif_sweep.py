@@ -165,9 +165,7 @@ def sweep_job(config_data: dict, grid: dict, metric: str, settings: Settings, re
     return {"figure": json.loads(to_json_plotly(figure)), "rows": frame.height}
 
 
-def run_sweep_job(
-    set_progress, n_clicks, x, xv, y, yv, metric, policy_values, energy_values, *values, settings
-):
+def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, energy_values, *values, settings):
     """The background job of 'Run sweep': validate, run the grid in a subprocess, return the chart."""
     from components.whatif_callbacks import form_of
 

@@ -73,9 +73,7 @@ class ScenarioConfig:
     placer: str = "consolidate"
     backfill: bool = False
     estimator: str = "history"
-    noise_level: float = (
-        1.0  # noisy-oracle only: 0 = oracle, 1 = the artifact's error model, 2 = twice its errors
-    )
+    noise_level: float = 1.0  # noisy-oracle only: 0 = oracle, 1 = the artifact's error model, 2 = twice its errors
     load_factor: float = 1.0
     capacity_scale: float = 1.0
     gpus_per_node: int = 8
@@ -154,9 +152,7 @@ def validate(config: ScenarioConfig) -> ScenarioConfig:
     if config.placer not in placers.PLACERS:
         raise ScenarioError(f"unknown placer {config.placer!r}; expected one of {', '.join(placers.PLACERS)}")
     if config.estimator not in ESTIMATORS:
-        raise ScenarioError(
-            f"unknown predictor {config.estimator!r}; expected one of {', '.join(ESTIMATORS)}"
-        )
+        raise ScenarioError(f"unknown predictor {config.estimator!r}; expected one of {', '.join(ESTIMATORS)}")
     _check_day(config.start, "start")
     _check_day(config.end, "end")
     if config.start and config.end and config.end < config.start:
@@ -522,9 +518,7 @@ def predictor_quality(name: str, predicted_s: np.ndarray, true_s: np.ndarray) ->
 
 
 def _ces_config(ces: CesOptions, window: workload.Window) -> CesConfig:
-    policy = dataclasses.replace(
-        PRESETS[ces.preset], **{k: _as_field(PolicyParams, k, v) for k, v in ces.policy}
-    )
+    policy = dataclasses.replace(PRESETS[ces.preset], **{k: _as_field(PolicyParams, k, v) for k, v in ces.policy})
     energy = dataclasses.replace(EnergyParams(), **{k: _as_field(EnergyParams, k, v) for k, v in ces.energy})
     end = window.end.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
     start = window.start.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -629,23 +623,17 @@ class _Schemes:
         return pl.concat(list(self.records.values())) if self.records else pl.DataFrame()
 
 
-def _prepare(
-    config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, reporter: _Reporter, step: float
-):
+def _prepare(config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, reporter: _Reporter, step: float):
     reporter.report(0.0, "selecting the window")
     window = _window(config, jobs)
     nodes = workload.vc_nodes_on(vc_gpus, config.cluster, window.start.date(), config.gpus_per_node)
     nodes = workload.scale_nodes(nodes, config.capacity_scale)
     reporter.report(step * 0.5, f"predicting durations ({config.estimator})")
-    predicted, importance = predictions_and_importance(
-        config.estimator, window, config.seed, config.noise_level
-    )
+    predicted, importance = predictions_and_importance(config.estimator, window, config.seed, config.noise_level)
     return window, workload.to_workload(window, nodes, predicted, config.load_factor), importance
 
 
-def _simulate_policies(
-    config, w: Workload, schemes: _Schemes, reporter: _Reporter, step: float, stage_s
-) -> None:
+def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Reporter, step: float, stage_s) -> None:
     for k, policy in enumerate(config.policies):
         t = time.perf_counter()
         base = step * (k + 1)
@@ -692,9 +680,7 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool) -> Scen
     return result
 
 
-def _assemble(
-    config, window: workload.Window, w: Workload, schemes: _Schemes, keep_records: bool
-) -> ScenarioResult:
+def _assemble(config, window: workload.Window, w: Workload, schemes: _Schemes, keep_records: bool) -> ScenarioResult:
     records = schemes.all_records()
     empty = pl.DataFrame()
     return ScenarioResult(

@@ -108,9 +108,7 @@ def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(names, values, strict=True)) for values in itertools.product(*(grid[n] for n in names))]
 
 
-def point_rows(
-    point: dict[str, Any], config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame
-) -> list:
+def point_rows(point: dict[str, Any], config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> list:
     """Run one grid point and return its result rows (one per scheme, plus one for CES)."""
     result = run_scenario(config, jobs, vc_gpus, heartbeat_s=0, keep_records=False)
     rows = [{**point, **row} for row in result.summary.iter_rows(named=True)]
@@ -168,10 +166,7 @@ def _run_on(client, points, configs, jobs, vc_gpus, progress) -> pl.DataFrame:
     from dask.distributed import as_completed
 
     jobs_f, vc_f = client.scatter([jobs, vc_gpus], broadcast=True)
-    futures = [
-        client.submit(point_rows, p, c, jobs_f, vc_f, pure=False)
-        for p, c in zip(points, configs, strict=True)
-    ]
+    futures = [client.submit(point_rows, p, c, jobs_f, vc_f, pure=False) for p, c in zip(points, configs, strict=True)]
     rows: list[dict] = []
     for done, future in enumerate(as_completed(futures), start=1):
         rows.extend(future.result())

@@ -49,9 +49,7 @@ def register(subparsers) -> None:
     p.add_argument("--ces", action="store_true", help="run CES at every point (ces.* grid values imply it)")
     p.add_argument("--ces-preset", choices=sorted(PRESETS), default="earth")
     p.add_argument("--ces-mode", choices=MODES, default="honest")
-    p.add_argument(
-        "--ces-schedule", default=RECORDED, help="recorded, or a policy whose schedule CES replays"
-    )
+    p.add_argument("--ces-schedule", default=RECORDED, help="recorded, or a policy whose schedule CES replays")
     p.add_argument(
         "--grid",
         action="append",
@@ -116,9 +114,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.out:
         frame.write_csv(args.out)
     if args.json:
-        print_json(
-            {"grid": grid, "wall_s": round(time.perf_counter() - started, 3), "rows": frame.to_dicts()}
-        )
+        print_json({"grid": grid, "wall_s": round(time.perf_counter() - started, 3), "rows": frame.to_dicts()})
     else:
         _print_table(frame, list(grid), args.metric)
         print(f"{frame.height} rows in {time.perf_counter() - started:.1f} s", file=sys.stderr)

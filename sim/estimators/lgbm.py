@@ -28,11 +28,7 @@ _PARAMS = {
 
 
 def _base_features(df: pl.DataFrame) -> pl.DataFrame:
-    token = (
-        pl.col("job_name").str.split_exact(" ", 0).struct.field("field_0")
-        if "job_name" in df.columns
-        else None
-    )
+    token = pl.col("job_name").str.split_exact(" ", 0).struct.field("field_0") if "job_name" in df.columns else None
     return df.select(
         "user",
         "vc",
@@ -75,9 +71,7 @@ def _matrix(base: pl.DataFrame, stats: pl.DataFrame, codes: dict[str, dict[str, 
     cols = []
     for name in _CATEGORICAL:
         mapping = codes[name]
-        cols.append(
-            np.array([mapping.get(v, np.nan) for v in base.get_column(name).to_list()], dtype=np.float64)
-        )
+        cols.append(np.array([mapping.get(v, np.nan) for v in base.get_column(name).to_list()], dtype=np.float64))
     for name in _NUMERIC:
         cols.append(base.get_column(name).fill_null(float("nan")).to_numpy().astype(np.float64))
     for name in _USER_STATS:
@@ -100,9 +94,7 @@ def lightgbm_fit_predict(
     """`lightgbm_predict`'s predictions and the model's gain shares per feature (None on the fallback)."""
     past = history.filter(pl.col("duration").is_not_null())
     if past.height < MIN_TRAIN_ROWS:
-        warnings.warn(
-            f"only {past.height} past jobs: lightgbm falls back to the history estimator", stacklevel=2
-        )
+        warnings.warn(f"only {past.height} past jobs: lightgbm falls back to the history estimator", stacklevel=2)
         return history_predict(history, window, seed), None
     base_train, base_window = _base_features(past), _base_features(window)
     codes = {

@@ -158,9 +158,7 @@ def _sweep(tab, server) -> None:
     tab.locator("#whatif-sweep-x-values").fill("1,2")
     tab.locator("#whatif-sweep-y-values").fill("fifo,sjf")
     tab.locator("#whatif-sweep-run").click()
-    tab.wait_for_function(
-        "document.getElementById('whatif-sweep-status').innerText.endsWith('rows')", timeout=120_000
-    )
+    tab.wait_for_function("document.getElementById('whatif-sweep-status').innerText.endsWith('rows')", timeout=120_000)
     names = tab.locator("#whatif-sweep-graph .js-plotly-plot").evaluate("el => el.data.map(t => t.name)")
     assert names == ["fifo", "sjf"]
     assert tab.errors == []

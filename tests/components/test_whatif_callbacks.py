@@ -142,9 +142,7 @@ def test_background_job_reports_progress_renders_and_caches(settings):
     assert seen[-1][0] == 100 and all(0 <= p <= 100 for p, _ in seen)
     cached = results_cache(settings).get(meta["key"])
     assert cached is not None and cached.summary["scheme"].to_list() == [RECORDED, "fifo", "sjf"]
-    graph_ids = {
-        n["props"]["id"] for n in _walk(children) if str(n["props"].get("id", "")).startswith("whatif-g")
-    }
+    graph_ids = {n["props"]["id"] for n in _walk(children) if str(n["props"].get("id", "")).startswith("whatif-g")}
     assert {
         "whatif-graph-jct-cdf",
         "whatif-graph-queue-cdf",

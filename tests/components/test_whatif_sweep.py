@@ -15,9 +15,7 @@ def _frame() -> pl.DataFrame:
         for policy in ("fifo", "sjf"):
             if load == 1.0:
                 rows.append({"load_factor": load, "policy": policy, "scheme": "recorded", "avg_jct_s": 50.0})
-            rows.append(
-                {"load_factor": load, "policy": policy, "scheme": policy, "avg_jct_s": load * len(policy)}
-            )
+            rows.append({"load_factor": load, "policy": policy, "scheme": policy, "avg_jct_s": load * len(policy)})
     return pl.DataFrame(rows)
 
 

@@ -79,9 +79,7 @@ WINDOW = {"cluster": "Earth", "start": "2020-04-06", "end": "2020-04-08"}
 
 
 def _direct_workload(jobs, vc_gpus, estimator="history"):
-    window = workload.select_window(
-        jobs, "Earth", None, datetime(2020, 4, 6), datetime(2020, 4, 8, 23, 59, 59)
-    )
+    window = workload.select_window(jobs, "Earth", None, datetime(2020, 4, 6), datetime(2020, 4, 8, 23, 59, 59))
     nodes = workload.vc_nodes_on(vc_gpus, "Earth", window.start.date())
     return window, workload.to_workload(window, nodes, predict(estimator, window.history, window.jobs))
 
@@ -152,8 +150,7 @@ def test_cdfs_and_per_vc_means_cover_every_scheme(trace):
             assert part["value_s"].is_sorted() and part["fraction"][-1] == 1.0
     fifo = result.records.filter((pl.col("scheme") == "fifo") & pl.col("placed"))
     assert (
-        cdf.filter((pl.col("scheme") == "fifo") & (pl.col("metric") == "jct_s"))["value_s"][-1]
-        == fifo["jct_s"].max()
+        cdf.filter((pl.col("scheme") == "fifo") & (pl.col("metric") == "jct_s"))["value_s"][-1] == fifo["jct_s"].max()
     )
     means = result.per_vc.filter(pl.col("scheme") == "fifo").sort("vc")
     expected = fifo.group_by("vc").agg(pl.col("queue_s").mean()).sort("vc")
@@ -163,9 +160,7 @@ def test_cdfs_and_per_vc_means_cover_every_scheme(trace):
 def test_progress_rises_to_done_and_beats_between_stages(trace):
     jobs, vc_gpus = trace
     seen: list[tuple[float, str]] = []
-    run_scenario(
-        ScenarioConfig(**WINDOW), jobs, vc_gpus, progress=lambda f, m: seen.append((f, m)), heartbeat_s=0.001
-    )
+    run_scenario(ScenarioConfig(**WINDOW), jobs, vc_gpus, progress=lambda f, m: seen.append((f, m)), heartbeat_s=0.001)
     fractions = [f for f, _ in seen]
     assert fractions[-1] == 1.0 and seen[-1][1].startswith("done")
     assert all(b >= a for a, b in zip(fractions, fractions[1:], strict=False))
@@ -289,9 +284,7 @@ def test_ces_on_the_recorded_schedule_equals_helios_ces_by_hand(long_trace):
     recorded = jobs.filter(pl.col("submit_time") <= datetime(2020, 6, 9, 23, 59, 59))
     series, _ = dataset_node_series(recorded, vc_gpus)
     policy = dataclasses.replace(PRESETS["earth"], buffer=2)
-    expected = run_ces(
-        series, CesConfig("recursive", datetime(2020, 6, 5), datetime(2020, 6, 10), policy)
-    ).metrics
+    expected = run_ces(series, CesConfig("recursive", datetime(2020, 6, 5), datetime(2020, 6, 10), policy)).metrics
     for key in ("original_used_pct", "optimized_used_pct", "energy_saved_kwh", "lack_node_steps", "steps"):
         assert result.ces["metrics"][key] == pytest.approx(expected[key]), key
     timeline = result.ces["timeline"]
@@ -345,6 +338,4 @@ def test_lightgbm_falling_back_to_history_has_no_importance(trace):
     window, _ = _direct_workload(*trace)
     with pytest.warns(UserWarning, match="falls back to the history estimator"):
         predicted, shares = lightgbm_fit_predict(window.history.head(50), window.jobs)
-    assert shares is None and np.array_equal(
-        predicted, predict("history", window.history.head(50), window.jobs)
-    )
+    assert shares is None and np.array_equal(predicted, predict("history", window.history.head(50), window.jobs))

@@ -47,9 +47,7 @@ def make_trace(n_jobs: int = 900, days: int = 6, seed: int = 11) -> tuple[pl.Dat
     return schema.conform_jobs(jobs), pl.DataFrame(caps)
 
 
-BASE = ScenarioConfig(
-    dataset="mini", cluster="Earth", start="2020-04-04", end="2020-04-05", policies=("fifo",)
-)
+BASE = ScenarioConfig(dataset="mini", cluster="Earth", start="2020-04-04", end="2020-04-05", policies=("fifo",))
 
 
 def test_parse_grid_reads_numbers_names_and_switches():
@@ -88,11 +86,7 @@ def test_grid_points_are_the_cartesian_product_in_order():
 def test_apply_point_sets_policies_and_enables_ces():
     config = apply_point(BASE, {"policy": "sjf", "ces.buffer": 4, "ces.busy_kw": 2.5})
     assert config.policies == ("sjf",)
-    assert (
-        config.ces.enabled
-        and config.ces.policy == (("buffer", 4.0),)
-        and config.ces.energy == (("busy_kw", 2.5),)
-    )
+    assert config.ces.enabled and config.ces.policy == (("buffer", 4.0),) and config.ces.energy == (("busy_kw", 2.5),)
     with pytest.raises(ScenarioError, match="unknown policy"):
         apply_point(BASE, {"policy": "lottery"})
 
@@ -129,10 +123,7 @@ def test_sweep_rows_equal_single_scenario_runs(trace, local_client):
     ]
     single = run_scenario(apply_point(BASE, {"load_factor": 1.5, "policy": "sjf"}), jobs, vc_gpus)
     row = frame.filter((pl.col("load_factor") == 1.5) & (pl.col("scheme") == "sjf")).row(0, named=True)
-    assert (
-        row["avg_jct_s"] == single.summary["avg_jct_s"][0]
-        and row["p99_queue_s"] == single.summary["p99_queue_s"][0]
-    )
+    assert row["avg_jct_s"] == single.summary["avg_jct_s"][0] and row["p99_queue_s"] == single.summary["p99_queue_s"][0]
 
 
 def test_progress_counts_grid_points(trace, local_client):
