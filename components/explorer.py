@@ -16,21 +16,7 @@ from analytics.store import Dataset, DatasetError
 from components import data
 from components.state import parse_params, to_filter
 
-COLUMNS: tuple[str, ...] = (
-    "cluster",
-    "job_id",
-    "user",
-    "vc",
-    "gpu_num",
-    "cpu_num",
-    "node_num",
-    "state",
-    "submit_time",
-    "start_time",
-    "end_time",
-    "duration",
-    "queue",
-)
+COLUMNS: tuple[str, ...] = tuple(c for c in schema.JOB_COLUMNS if c != "job_name")  # Helios has no names
 HEADERS: dict[str, str] = {
     "job_id": "job id",
     "gpu_num": "GPUs",

@@ -5,8 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -250,3 +257,50 @@ def page(browser):
     tab.on("pageerror", lambda e: tab.errors.append(str(e)))
     yield tab
     context.close()
+
+
+# --- Serving the real app with gunicorn for browser tests ---------------------------------------------
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the dashboard server exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the dashboard server did not answer on {url} within {timeout_s:g} s")
+
+
+@contextmanager
+def _gunicorn(log_path: Path, env: dict[str, str], timeout_s: int = 60) -> Iterator[str]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "gunicorn", "app:server", "--workers", "1", "--threads", "4"]
+    cmd += ["--bind", f"127.0.0.1:{port}", "--timeout", str(timeout_s)]
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            _wait_until_up(url + "/", proc, timeout_s=40)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def gunicorn_app():
+    """A context manager serving the real app with gunicorn (1 worker, 4 threads) on a free loopback port."""
+    return _gunicorn

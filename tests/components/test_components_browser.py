@@ -3,72 +3,22 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.browser
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the dashboard server exited with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"the dashboard server did not answer on {url} within {timeout_s:g} s")
-
 
 @pytest.fixture(scope="session")
-def server_url(tmp_path_factory, chromium_path, write_small) -> str:
+def server_url(tmp_path_factory, chromium_path, write_small, gunicorn_app) -> str:
     """Serve the app with gunicorn (1 worker, 4 threads) over small datasets; yields its base URL."""
     root = tmp_path_factory.mktemp("browser")
     data = root / "data"
     write_small("helios-synth", data)
     write_small("philly-mini", data, n_jobs=800, clusters=("Philly",))
-    port = _free_port()
     env = {**os.environ, "HELIOS_DATA_DIR": str(data), "HELIOS_CACHE_DIR": str(root / "cache")}
-    cmd = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "app:server",
-        "--workers",
-        "1",
-        "--threads",
-        "4",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--timeout",
-        "60",
-    ]
-    url = f"http://127.0.0.1:{port}"
-    with (root / "server.log").open("w") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log)
-        try:
-            _wait_until_up(url + "/", proc)
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+    with gunicorn_app(root / "server.log", env) as url:
+        yield url
 
 
 PAGES: tuple[str, ...] = ("/", "/cluster", "/jobs", "/users", "/compare", "/data")

@@ -3,50 +3,23 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.browser
 
-REPO = Path(__file__).resolve().parents[2]
 BIG_JOBS = 40_000  # enough history that LightGBM + the predictor ladder take seconds (time to cancel)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float = 40) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the dashboard server exited with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"the dashboard server did not answer on {url} within {timeout_s:g} s")
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, chromium_path, write_small):
+def server(tmp_path_factory, chromium_path, write_small, gunicorn_app):
     """Gunicorn (1 worker, 4 threads) serving the app over a small dataset; yields (base URL, settings)."""
     from components.settings import Settings
 
     root = tmp_path_factory.mktemp("whatif-browser")
     data, cache = root / "data", root / "cache"
     write_small("helios-synth", data, n_jobs=BIG_JOBS)
-    port = _free_port()
     env = {
         **os.environ,
         "HELIOS_DATA_DIR": str(data),
@@ -54,17 +27,8 @@ def server(tmp_path_factory, chromium_path, write_small):
         "HELIOS_BG_INTERVAL_MS": "250",
     }
     env.pop("HELIOS_REDIS_URL", None)
-    cmd = [sys.executable, "-m", "gunicorn", "app:server"]
-    cmd += ["--workers", "1", "--threads", "4", "--bind", f"127.0.0.1:{port}", "--timeout", "120"]
-    url = f"http://127.0.0.1:{port}"
-    with (root / "server.log").open("w") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log)
-        try:
-            _wait_until_up(url + "/", proc)
-            yield url, Settings(data_dir=data, cache_dir=cache)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=15)
+    with gunicorn_app(root / "server.log", env, timeout_s=120) as url:
+        yield url, Settings(data_dir=data, cache_dir=cache)
 
 
 WATCH_PROGRESS = """() => {
