@@ -25,3 +25,23 @@ loglevel = os.environ.get("HELIOS_LOG_LEVEL", "info")
 accesslog = None  # the app writes one JSON line per request on the helios.access logger
 errorlog = "-"
 reload = False  # never in production: `make run` / `helios serve --debug` is the development server
+
+
+def post_worker_init(worker):
+    """Warm each new worker in the background: load the default dataset's columns before the first visitor asks."""
+    import threading
+
+    threading.Thread(target=_warm_default_dataset, args=(worker.log,), name="helios-warm-up", daemon=True).start()
+
+
+def _warm_default_dataset(log) -> None:
+    """Load the default dataset's column store; a missing or broken dataset is only logged."""
+    from analytics import colstore, store
+
+    name = os.environ.get("HELIOS_DEFAULT_DATASET", store.DEFAULT_DATASET)
+    try:
+        colstore.columns(store.open_dataset(name))
+    except Exception as exc:  # noqa: BLE001 - warm-up is best effort; requests report real errors themselves
+        log.warning("warm-up of dataset %r skipped: %s", name, exc)
+    else:
+        log.info("warm-up: dataset %r loaded", name)
