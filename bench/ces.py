@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from analytics.store import DatasetError  # noqa: E402
+from sim.ces.forecast_artifact import feature_set_for  # noqa: E402
 from sim.ces.policy import PRESETS  # noqa: E402
 from sim.ces.run import CesConfig, run_ces  # noqa: E402
 from sim.ces.series import load_node_series  # noqa: E402
@@ -46,8 +47,14 @@ def philly(shared: Path, mode: str) -> dict:
 def cluster(dataset: str, name: str, mode: str) -> dict:
     """Load one cluster of a dataset, replay its GPU jobs on nodes and run one mode on Sep 1-21."""
     series, starts, _ = load_dataset_series(dataset, name)
-    preset = PRESETS.get(name.lower(), PRESETS["saturn"])
-    config = CesConfig(mode=mode, start=datetime(2020, 9, 1), end=datetime(2020, 9, 22), policy=preset)
+    preset_name = name.lower() if name.lower() in PRESETS else "saturn"
+    config = CesConfig(
+        mode=mode,
+        start=datetime(2020, 9, 1),
+        end=datetime(2020, 9, 22),
+        policy=PRESETS[preset_name],
+        artifact_features=feature_set_for(preset_name),
+    )
     return run_ces(series, config, job_starts=starts).metrics | {"bins": len(series.time)}
 
 

@@ -25,13 +25,14 @@ import polars as pl
 from sim import engine, metrics, placers, policies, workload
 from sim.ces.demand import dataset_node_series
 from sim.ces.energy import EnergyParams
+from sim.ces.forecast_artifact import feature_set_for
 from sim.ces.policy import PRESETS, PolicyParams
 from sim.ces.run import MODES, CesConfig, run_ces
 from sim.estimators import ESTIMATORS, noisy_oracle_predict, predict, quality
 from sim.estimators.lgbm import lightgbm_fit_predict
 from sim.model import SimConfig, SimResult, VCResult, Workload
 
-SCENARIO_CODE_VERSION = "2"  # bump when the results of the same configuration change
+SCENARIO_CODE_VERSION = "3"  # bump when the results of the same configuration change
 RECORDED = "recorded"
 DEFAULT_POLICIES: tuple[str, ...] = ("fifo", "sjf", "srtf", "qssf")
 LGBM_TRAIN_JOBS = 50_000  # most recent past jobs LightGBM is fitted on (keeps the fit to seconds)
@@ -522,7 +523,8 @@ def _ces_config(ces: CesOptions, window: workload.Window) -> CesConfig:
     energy = dataclasses.replace(EnergyParams(), **{k: _as_field(EnergyParams, k, v) for k, v in ces.energy})
     end = window.end.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
     start = window.start.replace(hour=0, minute=0, second=0, microsecond=0)
-    return CesConfig(mode=ces.mode, start=start, end=end, policy=policy, energy=energy)
+    features = feature_set_for(ces.preset)
+    return CesConfig(mode=ces.mode, start=start, end=end, policy=policy, energy=energy, artifact_features=features)
 
 
 def _as_field(cls: type, name: str, value: float):

@@ -1,5 +1,9 @@
 """The artifact's LightGBM busy-node forecaster (CES_Philly.py, CES_Helios.py), reproduced exactly.
 
+Feature set "philly" is CES_Philly.py's 16 columns. Feature set "helios" (CES_Helios.py) appends two categorical
+columns, holiday and event, in that order: an assumption, since the artifact's Helios node file is absent and
+the column order of its model input cannot be checked.
+
 Its test features read the actual test series, so a "prediction" for step i+k uses values up to i+k-6: the
 look-ahead leak of spec §5. Use `sim.ces.forecast_honest` for a forecast available at decision time.
 """
@@ -8,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import chinese_calendar
 import lightgbm as lgb
 import numpy as np
 
@@ -39,6 +44,13 @@ FEATURE_NAMES = (
     "3h_ago",
     "3h_ago_soft",
 )
+HELIOS_FEATURE_NAMES = (*FEATURE_NAMES, "holiday", "event")
+FEATURE_SETS = {"philly": FEATURE_NAMES, "helios": HELIOS_FEATURE_NAMES}
+CATEGORICAL = {"philly": [], "helios": ["holiday", "event"]}
+HELIOS_PRESETS = ("venus", "earth", "saturn", "uranus")
+# CES_Helios.py's conference deadlines: ECCV, NeurIPS and AAAI 2020.
+EVENT_DEADLINES = np.array(["2020-03-06", "2020-06-06", "2020-09-10"], dtype="datetime64[us]")
+EVENT_DAYS = np.timedelta64(10, "D")
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,7 @@ class ArtifactFit:
     initial_score: float
     valid_rmse: float
     train_rows: int
+    feature_set: str = "philly"
 
 
 def calendar_features(times: np.ndarray) -> np.ndarray:
@@ -85,9 +98,44 @@ def lag_features(y: np.ndarray) -> np.ndarray:
     return np.column_stack(cols)
 
 
-def artifact_features(series: NodeSeries) -> np.ndarray:
-    """The 16 float64 model input columns, in the artifact's order, for every bin of series."""
-    return np.column_stack([calendar_features(series.time), lag_features(series.active)])
+def feature_set_for(preset: str) -> str:
+    """The artifact's feature set for a CES policy preset: helios for the Helios clusters, else philly."""
+    return "helios" if preset in HELIOS_PRESETS else "philly"
+
+
+def _check_feature_set(feature_set: str) -> None:
+    if feature_set not in FEATURE_SETS:
+        raise ValueError(f"unknown artifact feature set {feature_set!r}; expected one of {', '.join(FEATURE_SETS)}")
+
+
+def holiday_feature(times: np.ndarray) -> np.ndarray:
+    """1.0 where chinese_calendar.is_holiday (weekends and official holidays, not swapped workdays), else 0.0."""
+    days, inverse = np.unique(times.astype("datetime64[D]"), return_inverse=True)
+    try:
+        flags = [chinese_calendar.is_holiday(day) for day in days.astype(object)]
+    except NotImplementedError as exc:
+        raise ValueError(f"holiday feature: {exc}") from exc
+    return np.asarray(flags, dtype=np.float64)[inverse]
+
+
+def event_feature(times: np.ndarray) -> np.ndarray:
+    """1.0 within the 10 days before a 2020 conference deadline, else 0.0."""
+    # "Within the 10 days before D" is read as D - 10 days 00:00 <= ts < D 00:00.
+    t = times.astype("datetime64[us]")[:, None]
+    inside = (t >= EVENT_DEADLINES - EVENT_DAYS) & (t < EVENT_DEADLINES)
+    return inside.any(axis=1).astype(np.float64)
+
+
+def extra_features(times: np.ndarray, feature_set: str) -> list[np.ndarray]:
+    """The columns a feature set appends after the 16 Philly ones (none for philly)."""
+    _check_feature_set(feature_set)
+    return [holiday_feature(times), event_feature(times)] if feature_set == "helios" else []
+
+
+def artifact_features(series: NodeSeries, feature_set: str = "philly") -> np.ndarray:
+    """The float64 model input columns of a feature set, in the artifact's order, for every bin of series."""
+    extra = extra_features(series.time, feature_set)
+    return np.column_stack([calendar_features(series.time), lag_features(series.active), *extra])
 
 
 def _month_start(ts: np.datetime64) -> np.datetime64:
@@ -102,14 +150,21 @@ def split_rows(train: NodeSeries, test_start: np.datetime64) -> tuple[np.ndarray
     return train.time < valid_lo, is_valid
 
 
-def fit_artifact(train: NodeSeries, test_start: np.datetime64) -> ArtifactFit:
+def _train_dataset(x: np.ndarray, label: np.ndarray, feature_set: str) -> lgb.Dataset:
+    if not CATEGORICAL[feature_set]:
+        return lgb.Dataset(x, label, free_raw_data=False)
+    names = list(FEATURE_SETS[feature_set])
+    return lgb.Dataset(x, label, feature_name=names, categorical_feature=CATEGORICAL[feature_set], free_raw_data=False)
+
+
+def fit_artifact(train: NodeSeries, test_start: np.datetime64, feature_set: str = "philly") -> ArtifactFit:
     """Fit the artifact's LightGBM model on the series before test_start (missing labels trained as 0)."""
-    x = artifact_features(train)
+    x = artifact_features(train, feature_set)
     is_train, is_valid = split_rows(train, test_start)
     if not is_train.any() or not is_valid.any():
         raise ValueError(NEEDS_HISTORY)
     label = np.nan_to_num(train.active, nan=0.0)
-    dtrain = lgb.Dataset(x[is_train], label[is_train], free_raw_data=False)
+    dtrain = _train_dataset(x[is_train], label[is_train], feature_set)
     dvalid = lgb.Dataset(x[is_valid], label[is_valid], reference=dtrain)
     evals: dict = {}
     booster = lgb.train(
@@ -126,12 +181,13 @@ def fit_artifact(train: NodeSeries, test_start: np.datetime64) -> ArtifactFit:
         initial_score=float(label[is_train].mean()),
         valid_rmse=float(evals["valid_0"]["rmse"][best - 1]),
         train_rows=int(is_train.sum()),
+        feature_set=feature_set,
     )
 
 
 def predict_artifact(fit: ArtifactFit, test: NodeSeries) -> np.ndarray:
     """The artifact's predictions for the test bins, features computed on the test series alone (leaky)."""
-    return fit.booster.predict(artifact_features(test), num_iteration=fit.best_iteration)
+    return fit.booster.predict(artifact_features(test, fit.feature_set), num_iteration=fit.best_iteration)
 
 
 def _row_lag_features(values: np.ndarray, at: int) -> np.ndarray:
@@ -153,7 +209,8 @@ def recursive_forecast(fit: ArtifactFit, series: NodeSeries, origins: np.ndarray
     out = np.empty((len(origins), horizon))
     for k in range(horizon):
         times = series.time[origins] + k * np.timedelta64(10, "m")
-        x = np.column_stack([calendar_features(times), _row_lag_features(values, past + k)])
+        extra = extra_features(times, fit.feature_set)
+        x = np.column_stack([calendar_features(times), _row_lag_features(values, past + k), *extra])
         out[:, k] = fit.booster.predict(x, num_iteration=fit.best_iteration)
         if k > 0:
             values[:, past + k] = out[:, k]

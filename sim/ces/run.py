@@ -28,6 +28,7 @@ class CesConfig:
     policy: PolicyParams = field(default_factory=PolicyParams)
     energy: EnergyParams = field(default_factory=EnergyParams)
     predictions: pl.DataFrame | None = None  # columns time, active: replaces the forecaster
+    artifact_features: str = "philly"  # feature set of the artifact and recursive modes: philly or helios
 
 
 @dataclass(frozen=True)
@@ -99,11 +100,14 @@ def given_forecast(series: NodeSeries, lo: int, hi: int, table: pl.DataFrame, pa
     return _from_point_forecast(joined["active"].to_numpy(), series.active[lo:hi], params)
 
 
-def artifact_forecast(series: NodeSeries, lo: int, hi: int, params: PolicyParams) -> tuple[Forecast, dict]:
+def artifact_forecast(
+    series: NodeSeries, lo: int, hi: int, params: PolicyParams, feature_set: str = "philly"
+) -> tuple[Forecast, dict]:
     """The artifact's leaky LightGBM forecast, with its fit log."""
-    fit = fit_artifact(series.slice(0, lo), series.time[lo])
+    fit = fit_artifact(series.slice(0, lo), series.time[lo], feature_set)
     prediction = predict_artifact(fit, series.slice(lo, hi))
     log = dict(best_iteration=fit.best_iteration, initial_score=fit.initial_score, valid_rmse=fit.valid_rmse)
+    log["artifact_features"] = feature_set
     return _from_point_forecast(prediction, series.active[lo:hi], params), log
 
 
@@ -141,9 +145,11 @@ def honest_forecast(series: NodeSeries, lo: int, hi: int, params: PolicyParams) 
     return forecast, {"best_iteration": model.best_iteration}
 
 
-def recursive_artifact_forecast(series: NodeSeries, lo: int, hi: int, params: PolicyParams):
+def recursive_artifact_forecast(
+    series: NodeSeries, lo: int, hi: int, params: PolicyParams, feature_set: str = "philly"
+):
     """The artifact's model fed its own forecasts instead of future truth: its forecast without the leak."""
-    fit = fit_artifact(series.slice(0, lo), series.time[lo])
+    fit = fit_artifact(series.slice(0, lo), series.time[lo], feature_set)
     origins = np.arange(lo, hi)
     matrix = recursive_forecast(fit, series, origins, 2 * params.future)
     windows = np.floor(matrix)
@@ -154,7 +160,7 @@ def recursive_artifact_forecast(series: NodeSeries, lo: int, hi: int, params: Po
         prediction=matrix[:, 0],
         errors=errors,
     )
-    return forecast, {"best_iteration": fit.best_iteration}
+    return forecast, {"best_iteration": fit.best_iteration, "artifact_features": feature_set}
 
 
 def make_forecast(series: NodeSeries, lo: int, hi: int, config: CesConfig) -> tuple[Forecast, dict]:
@@ -162,11 +168,11 @@ def make_forecast(series: NodeSeries, lo: int, hi: int, config: CesConfig) -> tu
     if config.predictions is not None:
         return given_forecast(series, lo, hi, config.predictions, config.policy), {}
     if config.mode == "artifact":
-        return artifact_forecast(series, lo, hi, config.policy)
+        return artifact_forecast(series, lo, hi, config.policy, config.artifact_features)
     if config.mode == "honest":
         return honest_forecast(series, lo, hi, config.policy)
     if config.mode == "recursive":
-        return recursive_artifact_forecast(series, lo, hi, config.policy)
+        return recursive_artifact_forecast(series, lo, hi, config.policy, config.artifact_features)
     raise ValueError(f"unknown mode {config.mode!r}; expected one of {', '.join(MODES)}")
 
 

@@ -18,6 +18,7 @@ from analytics.store import DatasetError, open_dataset
 from sim import engine, workload
 from sim.ces.demand import dataset_node_series
 from sim.ces.energy import EnergyParams
+from sim.ces.forecast_artifact import FEATURE_SETS, feature_set_for
 from sim.ces.policy import PRESETS, PolicyParams
 from sim.ces.run import MODES, CesConfig, run_ces
 from sim.ces.series import SeriesError, load_node_series
@@ -77,6 +78,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="honest",
         help="honest (default): forecasts from data up to each decision; artifact: the artifact's exact, "
         "leaky forecast; recursive: the artifact's model fed its own forecasts",
+    )
+    p.add_argument(
+        "--artifact-features",
+        choices=sorted(FEATURE_SETS),
+        help="feature set of the artifact and recursive modes: philly (CES_Philly.py's 16 columns) or helios "
+        "(+ holiday, event); default: helios for the venus/earth/saturn/uranus presets, else philly",
     )
     p.add_argument("--predictions", type=Path, metavar="CSV", help="time, active forecast to use instead")
     p.add_argument("--start", type=datetime.fromisoformat, help="window start (default: --end - 14 days)")
@@ -174,7 +181,8 @@ def _config(args: argparse.Namespace, preset: str) -> CesConfig:
     _check_policy(policy)
     predictions = read_predictions(args.predictions) if args.predictions else None
     energy = _params(EnergyParams, EnergyParams(), args)
-    return CesConfig(args.mode, args.start, args.end, policy, energy, predictions)
+    features = args.artifact_features or feature_set_for(preset)
+    return CesConfig(args.mode, args.start, args.end, policy, energy, predictions, features)
 
 
 def _default_preset(cluster: str | None) -> str:

@@ -284,7 +284,8 @@ def test_ces_on_the_recorded_schedule_equals_helios_ces_by_hand(long_trace):
     recorded = jobs.filter(pl.col("submit_time") <= datetime(2020, 6, 9, 23, 59, 59))
     series, _ = dataset_node_series(recorded, vc_gpus)
     policy = dataclasses.replace(PRESETS["earth"], buffer=2)
-    expected = run_ces(series, CesConfig("recursive", datetime(2020, 6, 5), datetime(2020, 6, 10), policy)).metrics
+    config = CesConfig("recursive", datetime(2020, 6, 5), datetime(2020, 6, 10), policy, artifact_features="helios")
+    expected = run_ces(series, config).metrics
     for key in ("original_used_pct", "optimized_used_pct", "energy_saved_kwh", "lack_node_steps", "steps"):
         assert result.ces["metrics"][key] == pytest.approx(expected[key]), key
     timeline = result.ces["timeline"]
