@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analytics import store
+from analytics import db, store
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS: tuple[str, ...] = (
@@ -304,3 +304,41 @@ def _gunicorn(log_path: Path, env: dict[str, str], timeout_s: int = 60) -> Itera
 def gunicorn_app():
     """A context manager serving the real app with gunicorn (1 worker, 4 threads) on a free loopback port."""
     return _gunicorn
+
+
+# --- Recording every SQL text DuckDB receives (the hostile-input tests) --------------------------------
+
+
+class _RecordingCursor:
+    """A DuckDB cursor that remembers every SQL text it is given."""
+
+    def __init__(self, cursor, texts: list[str]):
+        self._cursor, self._texts = cursor, texts
+
+    def sql(self, query: str, params=None):
+        self._texts.append(query)
+        return self._cursor.sql(query, params=params)
+
+    def execute(self, query: str, params=None):
+        self._texts.append(query)
+        return self._cursor.execute(query, params)
+
+    def __getattr__(self, name: str):
+        return getattr(self._cursor, name)
+
+
+class _RecordingConnection:
+    def __init__(self, conn, texts: list[str]):
+        self._conn, self._texts = conn, texts
+
+    def cursor(self) -> _RecordingCursor:
+        return _RecordingCursor(self._conn.cursor(), self._texts)
+
+
+@pytest.fixture
+def sql_texts(monkeypatch) -> list[str]:
+    """Every SQL text DuckDB receives during the test."""
+    texts: list[str] = []
+    real = db._connection
+    monkeypatch.setattr(db, "_connection", lambda: _RecordingConnection(real(), texts))
+    return texts

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from analytics import db
 from components.state import empty_state
 
 MB_VALUE = "Z" * 1_000_000
@@ -18,41 +17,6 @@ GRID_OUTPUTS = [
     {"id": "jobs-export", "property": "href"},
     {"id": "jobs-status", "property": "children"},
 ]
-
-
-class _RecordingCursor:
-    """A DuckDB cursor that remembers every SQL text it is given."""
-
-    def __init__(self, cursor, texts: list[str]):
-        self._cursor, self._texts = cursor, texts
-
-    def sql(self, query: str, params=None):
-        self._texts.append(query)
-        return self._cursor.sql(query, params=params)
-
-    def execute(self, query: str, params=None):
-        self._texts.append(query)
-        return self._cursor.execute(query, params)
-
-    def __getattr__(self, name: str):
-        return getattr(self._cursor, name)
-
-
-class _RecordingConnection:
-    def __init__(self, conn, texts: list[str]):
-        self._conn, self._texts = conn, texts
-
-    def cursor(self) -> _RecordingCursor:
-        return _RecordingCursor(self._conn.cursor(), self._texts)
-
-
-@pytest.fixture
-def sql_texts(monkeypatch) -> list[str]:
-    """Every SQL text DuckDB receives during the test."""
-    texts: list[str] = []
-    real = db._connection
-    monkeypatch.setattr(db, "_connection", lambda: _RecordingConnection(real(), texts))
-    return texts
 
 
 def assert_bound_only(texts: list[str], payload: str) -> None:

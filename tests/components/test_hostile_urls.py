@@ -7,7 +7,6 @@ from urllib.parse import urlencode
 
 import pytest
 
-from analytics import db
 from components import callbacks, controls
 from components.state import empty_state
 
@@ -32,41 +31,6 @@ PAGES = ("/", "/cluster", "/jobs", "/users", "/compare", "/data", "/whatif")
 def _marker(payload: str) -> str:
     """The part of a payload whose presence in an SQL text would prove it was spliced in."""
     return payload.split(",")[0][:64]
-
-
-class _RecordingCursor:
-    """A DuckDB cursor that remembers every SQL text it is given."""
-
-    def __init__(self, cursor, texts: list[str]):
-        self._cursor, self._texts = cursor, texts
-
-    def sql(self, query: str, params=None):
-        self._texts.append(query)
-        return self._cursor.sql(query, params=params)
-
-    def execute(self, query: str, params=None):
-        self._texts.append(query)
-        return self._cursor.execute(query, params)
-
-    def __getattr__(self, name: str):
-        return getattr(self._cursor, name)
-
-
-class _RecordingConnection:
-    def __init__(self, conn, texts: list[str]):
-        self._conn, self._texts = conn, texts
-
-    def cursor(self) -> _RecordingCursor:
-        return _RecordingCursor(self._conn.cursor(), self._texts)
-
-
-@pytest.fixture
-def sql_texts(monkeypatch) -> list[str]:
-    """Every SQL text DuckDB receives during the test."""
-    texts: list[str] = []
-    real = db._connection
-    monkeypatch.setattr(db, "_connection", lambda: _RecordingConnection(real(), texts))
-    return texts
 
 
 def assert_bound_only(texts: list[str], *payloads: str) -> None:
