@@ -34,13 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod_name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(mod_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and mod_name.startswith(exc.name):
-                continue  # command module not built yet
-            raise
-        mod.register(sub)
+        importlib.import_module(mod_name).register(sub)
     return parser
 
 
