@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+import uuid
 from datetime import date, datetime
 from typing import Any
 
@@ -42,6 +42,8 @@ from components.whatif_state import (
 from sim.scenario import RECORDED, ScenarioError, ScenarioResult, config_from_dict, config_to_dict
 
 USER_ERRORS = (ScenarioError, store.DatasetError, ValueError)
+RUNNING = "running…"
+LOST_RUN = "the run stopped without a result (the server worker was restarted?) — run it again"
 FORM_STATES = (
     (ids.DATASET, "value"),
     (ids.CLUSTER, "value"),
@@ -297,10 +299,10 @@ def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings
     return (
         search,
         None,
-        {"config": config_to_dict(config), "nonce": time.time()},
+        {"config": config_to_dict(config), "token": uuid.uuid4().hex},
         no_update,
         no_update,
-        "running…",
+        RUNNING,
     )
 
 
@@ -325,6 +327,21 @@ def run_job(set_progress, request: dict | None, settings: Settings) -> tuple:
     except ScenarioProcessError as exc:
         return no_update, no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
     return out["children"], out["meta"], out["status"], None
+
+
+def lost_run_js(settle_ms: int = 500) -> str:
+    """JS showing LOST_RUN when Run re-enables on an uncancelled run whose status still says running."""
+    # Dash ends a vanished job (its worker was killed) without any output, leaving the status line as it was.
+    alert = {"type": "Alert", "namespace": "dash_bootstrap_components"}
+    alert["props"] = {"children": LOST_RUN, "color": "danger", "className": "py-1 small"}
+    return f"""async (disabled, request, cancelled) => {{
+    const skip = window.dash_clientside.no_update;
+    if (disabled || !request || request.token === cancelled) return [skip, skip];
+    await new Promise((resolve) => setTimeout(resolve, {settle_ms}));  // let a result or error land first
+    const status = document.getElementById({json.dumps(ids.STATUS)});
+    if (!status || status.innerText !== {json.dumps(RUNNING)}) return [skip, skip];
+    return ["failed", {json.dumps(alert)}];
+}}"""
 
 
 def _cached_result(meta: dict | None, settings: Settings) -> ScenarioResult | None:
@@ -479,6 +496,22 @@ def register(app: Dash, settings: Settings | None = None, manager=None) -> None:
         Input(ids.CANCEL, "n_clicks"),
         prevent_initial_call=True,
     )(lambda n: "cancelled" if n else no_update)
+    app.clientside_callback(
+        "(n, request) => (n && request) ? request.token : window.dash_clientside.no_update",
+        Output(ids.CANCELLED, "data"),
+        Input(ids.CANCEL, "n_clicks"),
+        State(ids.CONFIG, "data"),
+        prevent_initial_call=True,
+    )
+    app.clientside_callback(
+        lost_run_js(),
+        Output(ids.STATUS, "children", allow_duplicate=True),
+        Output(ids.ERROR, "children", allow_duplicate=True),
+        Input(ids.RUN, "disabled"),
+        State(ids.CONFIG, "data"),
+        State(ids.CANCELLED, "data"),
+        prevent_initial_call=True,
+    )
     _register_panels(app, settings)
     _register_form(app, settings)
     whatif_sweep.register(app, settings, manager, form_states)

@@ -48,6 +48,7 @@ PROGRESS_WRAP = "whatif-progress-wrap"
 ERROR = "whatif-error"
 STATUS = "whatif-status"
 CONFIG = "whatif-config"
+CANCELLED = "whatif-cancelled"  # the token of the run the user cancelled
 RESULT = "whatif-result"
 RESULTS = "whatif-results"
 DOWNLOADS = "whatif-downloads"
@@ -333,6 +334,7 @@ def layout(form: dict, datasets: list[str], scope: dict, autorun: bool, problems
             dcc.Location(id=URL, refresh=False),
             dcc.Store(id=AUTORUN, data=bool(autorun)),
             dcc.Store(id=CONFIG),
+            dcc.Store(id=CANCELLED),
             dcc.Store(id=RESULT),
             html.H4("What-if", className="mb-0"),
             html.P(

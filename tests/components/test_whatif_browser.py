@@ -87,6 +87,8 @@ def _run_cancel_reload(tab, server):
     first_table = _table(tab)
     assert [row.split("\t")[0] for row in first_table] == ["recorded", "fifo", "sjf"]
     tab.wait_for_selector("#whatif-graph-jct-cdf .main-svg")
+    time.sleep(1.0)
+    assert tab.locator("#whatif-error").inner_text() == ""  # a finished run is not reported as lost
     # A second, slow scenario (LightGBM + predictor ladder) is cancelled while it runs.
     tab.locator("#whatif-estimator").click()
     tab.locator(".Select-menu-outer, [role='listbox']").get_by_text("LightGBM", exact=False).first.click()
@@ -99,6 +101,8 @@ def _run_cancel_reload(tab, server):
     assert "est=lightgbm" in tab.url and "ladder=1" in tab.url
     assert _table(tab) == first_table
     time.sleep(1.0)
+    assert tab.locator("#whatif-status").inner_text() == "cancelled"
+    assert tab.locator("#whatif-error").inner_text() == ""  # a cancelled run is not reported as lost
     assert results_cache(settings).get(_cached_key(tab.url, settings)) is None  # the job was stopped
     # The shared link restores the first scenario, straight from the cache.
     tab.goto(shared)
@@ -126,3 +130,36 @@ def _sweep(tab, server) -> None:
     names = tab.locator("#whatif-sweep-graph .js-plotly-plot").evaluate("el => el.data.map(t => t.name)")
     assert names == ["fifo", "sjf"]
     assert tab.errors == []
+
+
+def _workers(url: str) -> list:
+    """The gunicorn worker processes (not the master, not their background jobs) serving url."""
+    import psutil
+
+    bind = url.removeprefix("http://")
+    serving = [p for p in psutil.process_iter(["cmdline"]) if bind in " ".join(p.info["cmdline"] or [])]
+    pids = {p.pid for p in serving}
+    return [p for p in serving if p.ppid() in pids and p.parent().ppid() not in pids]
+
+
+def test_a_worker_killed_mid_run_shows_a_clear_failure(page, server):
+    try:
+        _kill_mid_run(page, server)
+    except Exception as exc:
+        raise AssertionError(f"{exc}\n{_explain(page)}") from exc
+
+
+def _kill_mid_run(tab, server) -> None:
+    base, _ = server
+    tab.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth&est=lightgbm&ladder=1&cap=1.25")
+    tab.wait_for_load_state("networkidle")
+    tab.locator("#whatif-run").click()
+    tab.wait_for_selector("#whatif-cancel:not([disabled])", timeout=30_000)
+    workers = _workers(base)
+    assert workers, "no gunicorn worker found"
+    for worker in workers:
+        worker.kill()
+    tab.wait_for_selector("#whatif-run:not([disabled])", timeout=30_000)
+    tab.wait_for_function("document.getElementById('whatif-error').innerText.includes('without a result')")
+    assert tab.locator("#whatif-status").inner_text() == "failed"
+    assert tab.locator("#whatif-results table").count() == 0
