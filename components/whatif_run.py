@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
+import pickle
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,18 +15,52 @@ from typing import Any
 import polars as pl
 
 from analytics import store
-from components.background import cache_dir
+from components.background import REDIS_ENV, _setting, cache_dir
 from sim.scenario import Progress, ScenarioConfig, ScenarioError, ScenarioResult, run_scenario, scenario_key
 
 RESULTS_SIZE_LIMIT_BYTES = 2 * 1024**3
+RESULTS_TTL_S = 7 * 24 * 3600
+REDIS_PREFIX = "helios:whatif:"
+log = logging.getLogger(__name__)
+
+
+class SharedResults:
+    """Scenario results in the shared Redis, so every host sees them; this host's disk cache backs it up."""
+
+    def __init__(self, url: str, local):
+        import redis
+
+        self._errors = redis.RedisError
+        self._redis = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        self._local = local
+
+    def get(self, key: str):
+        """The result stored under key, from Redis or else from the local disk cache."""
+        try:
+            raw = self._redis.get(REDIS_PREFIX + key)
+        except self._errors as exc:
+            log.warning("what-if results: Redis unreachable (%s); using this host's cache", exc)
+            raw = None
+        # NOTE: Redis is the deployment's own trusted store (like the Celery broker), so unpickling is safe here.
+        return pickle.loads(raw) if raw is not None else self._local.get(key)
+
+    def set(self, key: str, value) -> None:
+        """Store value under key locally and, when reachable, in Redis for every other host."""
+        self._local.set(key, value)
+        try:
+            self._redis.set(REDIS_PREFIX + key, pickle.dumps(value), ex=RESULTS_TTL_S)
+        except self._errors as exc:
+            log.warning("what-if results: Redis unreachable (%s); result kept on this host only", exc)
 
 
 def results_cache(settings: Any = None):
-    """The scenario results cache (a diskcache shared by every worker and background job on this host)."""
+    """The scenario results cache: this host's diskcache, shared across hosts through Redis when one is set."""
     import diskcache
 
     path = Path(cache_dir(settings)).parent / "whatif-results"
-    return diskcache.Cache(str(path), size_limit=RESULTS_SIZE_LIMIT_BYTES)
+    local = diskcache.Cache(str(path), size_limit=RESULTS_SIZE_LIMIT_BYTES)
+    redis_url = _setting(settings, "redis_url", REDIS_ENV)
+    return SharedResults(redis_url, local) if redis_url else local
 
 
 def load_inputs(config: ScenarioConfig, data_dir: Path | None) -> tuple[str, pl.DataFrame, pl.DataFrame]:
