@@ -40,6 +40,7 @@ from analytics.synth_layout import (
     submit_offsets_s,
     user_vcs,
 )
+from analytics.synth_level import level_heavy_jobs
 from analytics.synth_reference import CLUSTERS, reference, summary_rows
 from analytics.synth_states import StateInputs, StateTargets, calibrate, sample_groups
 
@@ -74,7 +75,8 @@ ATTRIBUTION = (
 )
 
 
-# scheduler(gpu_jobs, vc_gpus) -> frame (cluster, job_id, start_time, queue): capacity-consistent start times
+# scheduler(gpu_jobs, vc_gpus) -> frame (cluster, job_id, start_time, queue[, vc][, user_gpu_quota]): capacity-
+# consistent start times; gpu_jobs carries the preferred VC in `vc` and the sampled target wait in `queue`
 Scheduler = Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame]
 VC_NOTE = (
     "jobs go to their user's VC while it has room (busy GPUs as if jobs started at submit, spare GPUs by "
@@ -107,11 +109,9 @@ class _Cluster:
     n_gpu: int = 0
 
 
-def generate(
-    params: SynthParams, progress: Progress | None = None, scheduler: Scheduler | None = None
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Build the synthetic jobs and VC-capacity tables for the given scale and seed (GPU-job start times from
-    scheduler when given, else sampled)."""
+def generate(params: SynthParams, progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Build the synthetic jobs (start times from the sampled queueing delays) and VC-capacity tables for the given
+    scale and seed."""
     if not MIN_SCALE <= params.scale <= MAX_SCALE:
         raise ValueError(f"scale must be between {MIN_SCALE:g} and {MAX_SCALE:g}, got {params.scale:g}")
     prog = progress or Progress(GENERATE_STAGES, quiet=True)
@@ -127,22 +127,24 @@ def generate(
     with prog.stage("queueing, VCs and tables"):
         jobs = schema.conform_jobs(pl.concat([_table(rng, c, s) for c, s in zip(clusters, states, strict=True)]))
         vc_gpus = pl.concat([c.cap.table for c in clusters])
-    if scheduler is not None:
-        with prog.stage("GPU-job start times by the scheduler"):
-            jobs = apply_schedule(jobs, scheduler(jobs.filter(pl.col("gpu_num") > 0), vc_gpus))
     return jobs, vc_gpus
 
 
 def apply_schedule(jobs: pl.DataFrame, timed: pl.DataFrame) -> pl.DataFrame:
-    """Jobs with the start time and queue of every job in timed (by cluster and job_id), end = start + duration."""
+    """Jobs with the start time, queue and (when given) VC of every job in timed (by cluster and job_id), end = start +
+    duration; a job timed without a start never ran (null start, end and queue)."""
     second = pl.duration(seconds=1)
+    vc = pl.col("vc").alias("_vc") if "vc" in timed.columns else pl.lit(None, pl.String).alias("_vc")
+    moved = timed.select("cluster", "job_id", pl.col("start_time").alias("_start"), pl.col("queue").alias("_queue"), vc)
     out = jobs.join(
-        timed.select("cluster", "job_id", pl.col("start_time").alias("_start"), pl.col("queue").alias("_queue")),
+        moved.with_columns(pl.lit(True).alias("_timed")),
         on=["cluster", "job_id"],
         how="left",
         maintain_order="left",
     ).with_columns(
-        pl.coalesce("_start", "start_time").alias("start_time"), pl.coalesce("_queue", "queue").alias("queue")
+        pl.when(pl.col("_timed")).then(pl.col("_start")).otherwise(pl.col("start_time")).alias("start_time"),
+        pl.when(pl.col("_timed")).then(pl.col("_queue")).otherwise(pl.col("queue")).alias("queue"),
+        pl.coalesce("_vc", "vc").alias("vc"),
     )
     return schema.conform_jobs(out.with_columns((pl.col("start_time") + pl.col("duration") * second).alias("end_time")))
 
@@ -166,6 +168,8 @@ def _gpu_jobs(rng: np.random.Generator, c: _Cluster, scale: float) -> None:
     submit = np.concatenate([submit_offsets_s(rng, single, hours), submit_offsets_s(rng, multi, hours)])
     gpu_num, bucket = _gpu_counts(rng, c.name, single.sum(), multi.sum())
     duration = _gpu_durations(rng, c, gpu_num, bucket, submit)
+    month_days = (_month_edges_s() // 86400).astype(np.int64)
+    submit = level_heavy_jobs(submit, duration, gpu_num, c.cap.gpus_by_day.sum(axis=0), month_days)
     shares = shares_from_curve(ref["user_gpu_time_cdf"][c.name], len(c.users))
     gpu_users = np.arange(len(c.users)) < round(len(c.users) * (1 - CPU_ONLY_USERS))
     shares = np.where(gpu_users, shares, 0.0) / shares[gpu_users].sum()
@@ -474,20 +478,29 @@ def _epoch_s(t: datetime) -> int:
     return int((t - datetime(1970, 1, 1)).total_seconds())
 
 
-def build_meta(params: SynthParams, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, start_times: str | None = None) -> dict:
-    """meta.json content: source, generator parameters, how start times were derived, period, row counts,
-    data-quality report, attribution."""
+def build_meta(
+    params: SynthParams,
+    jobs: pl.DataFrame,
+    vc_gpus: pl.DataFrame,
+    start_times: str | None = None,
+    user_gpu_quotas: dict[str, dict[str, float]] | None = None,
+) -> dict:
+    """meta.json content: source, generator parameters, how start times were derived (with the users' GPU quotas of
+    the scheduler), period, row counts, data-quality report, attribution."""
     per_cluster = dict(jobs.group_by("cluster").len().sort("cluster").rows())
+    how = {
+        "gpu_jobs": start_times or SAMPLED_START_TIMES,
+        "cpu_jobs": SAMPLED_START_TIMES + " (CPU jobs use no GPUs, so the VC capacities do not bound them)",
+        "capacity_consistent": start_times is not None,
+        "vcs": VC_NOTE,
+    }
+    if user_gpu_quotas is not None:
+        how["user_gpu_quotas"] = user_gpu_quotas
     return {
         "source": "synthetic",
         "format": "helios-synth",
         "generator": {"module": "analytics.synth", "scale": params.scale, "seed": params.seed},
-        "start_times": {
-            "gpu_jobs": start_times or SAMPLED_START_TIMES,
-            "cpu_jobs": SAMPLED_START_TIMES + " (CPU jobs use no GPUs, so the VC capacities do not bound them)",
-            "capacity_consistent": start_times is not None,
-            "vcs": VC_NOTE,
-        },
+        "start_times": how,
         "clusters": [c for c in CLUSTERS if c in per_cluster],
         "period": {"start": f"{PERIOD_START:%Y-%m-%d %H:%M:%S}", "end": f"{PERIOD_END:%Y-%m-%d %H:%M:%S}"},
         "row_counts": {"jobs": jobs.height, "jobs_per_cluster": per_cluster, "vc_gpus": vc_gpus.height},
@@ -510,13 +523,30 @@ def build_dataset(
     scheduler: Scheduler | None = None,
 ) -> store.Dataset:
     """Generate the synthetic trace and write it atomically as dataset `name` (under root, default data_dir());
-    GPU-job start times come from scheduler when given (see generate)."""
+    GPU-job start times come from scheduler when given, else from the sampled queueing delays."""
     store.check_name(name)
     prog = progress or Progress(BUILD_STAGES + (scheduler is not None), quiet=True)
-    jobs, vc_gpus = generate(params, prog, scheduler)
-    how = None if scheduler is None else scheduler_description(scheduler)
+    jobs, vc_gpus = generate(params, prog)
+    how, quotas = None, None
+    if scheduler is not None:
+        with prog.stage("GPU-job start times by the scheduler"):
+            timed = scheduler(jobs.filter(pl.col("gpu_num") > 0), vc_gpus)
+            jobs = apply_schedule(jobs, timed)
+        how, quotas = scheduler_description(scheduler), quota_table(timed)
     with prog.stage(f"writing dataset {name}"):
-        return store.write_dataset(name, jobs, vc_gpus, build_meta(params, jobs, vc_gpus, how), root=root)
+        meta = build_meta(params, jobs, vc_gpus, how, quotas)
+        return store.write_dataset(name, jobs, vc_gpus, meta, root=root)
+
+
+def quota_table(timed: pl.DataFrame) -> dict[str, dict[str, float]] | None:
+    """{cluster: {user: GPU quota}} from a scheduler's user_gpu_quota column (None when it has none)."""
+    if "user_gpu_quota" not in timed.columns or "user" not in timed.columns:
+        return None
+    rows = timed.filter(pl.col("user_gpu_quota").is_not_null()).select("cluster", "user", "user_gpu_quota").unique()
+    out: dict[str, dict[str, float]] = {}
+    for cluster, user, quota in rows.sort("cluster", "user").rows():
+        out.setdefault(cluster, {})[user] = float(quota)
+    return out
 
 
 def scheduler_description(scheduler: Scheduler) -> str:

@@ -76,13 +76,40 @@ def stratified_noise(rng: np.random.Generator, codes: np.ndarray, scale: float =
     return out
 
 
-def shares_from_curve(curve_pct: list[float], n_users: int) -> np.ndarray:
-    """Per-user shares (descending, summing to 1) whose cumulative curve over linspace(0,100,n) follows curve_pct."""
+def shares_from_curve(curve_pct: list[float], n_users: int, rounds: int = 40) -> np.ndarray:
+    """Per-user shares (descending, summing to 1) whose cumulative curve, read at each whole percent of users by
+    linear interpolation over linspace(0, 100, n_users) (as the study's figures and our fidelity checks read it),
+    follows curve_pct: the curve sampled at the users, then corrected where the chords fall below it (the best of
+    `rounds` damped corrections at the whole percents from 1 on)."""
     x = np.linspace(0.0, 100.0, n_users)
-    cum = np.interp(x, np.arange(len(curve_pct)), np.maximum.accumulate(np.asarray(curve_pct, dtype=float)))
-    cum[-1] = max(cum[-1], 100.0)
-    shares = np.sort(np.diff(np.concatenate([[0.0], cum])))[::-1]
+    points = np.arange(len(curve_pct), dtype=float)
+    want = np.maximum.accumulate(np.asarray(curve_pct, dtype=float))
+    cum = np.interp(x, points, want)
+    pos = points * (n_users - 1) / 100.0
+    lo = np.minimum(np.floor(pos).astype(np.int64), n_users - 1)
+    hi = np.minimum(lo + 1, n_users - 1)
+    frac = pos - lo
+    best, best_err = _descending_cumulative(cum), np.inf
+    for _ in range(rounds):
+        cum = _descending_cumulative(cum)
+        err = want - np.interp(points, x, cum)
+        worst = np.abs(err[1:]).max()
+        if worst < best_err:
+            best, best_err = cum, worst
+        step = np.bincount(lo, err * (1 - frac), n_users) + np.bincount(hi, err * frac, n_users)
+        weight = np.bincount(lo, 1 - frac, n_users) + np.bincount(hi, frac, n_users)
+        cum = cum + 0.5 * np.where(weight > 0, step / np.maximum(weight, 1e-12), 0.0)
+    shares = np.diff(np.concatenate([[0.0], best]))
     return shares / shares.sum()
+
+
+def _descending_cumulative(cum: np.ndarray) -> np.ndarray:
+    """The cumulative curve of the non-negative steps of cum sorted in descending order, ending at least at 100."""
+    capped = np.minimum(np.maximum.accumulate(cum), 100.0)
+    steps = np.sort(np.clip(np.diff(np.concatenate([[0.0], capped])), 0.0, None))[::-1]
+    out = np.cumsum(steps)
+    out[-1] = max(out[-1], 100.0)
+    return out
 
 
 def assign_blocks(

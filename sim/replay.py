@@ -1,24 +1,36 @@
-"""Capacity-consistent start times for a trace: FIFO + EASY backfill on each VC's daily GPU capacity (Slurm-like).
+"""Capacity-consistent start times for a trace: a Slurm-like FIFO queue with EASY backfill on each VC's daily GPU
+capacity, with optional per-user GPU quotas.
 
-Used by the synthetic dataset generator so that recorded utilisation never exceeds capacity. A GPU job starts only
-if, for every day of its run, the GPUs in use plus its own fit that day's capacity; by induction over start times
-the GPUs in use never exceed the capacity of the day. Placement is by GPU count (no node fragmentation). A job
-that can never run — more GPUs than its VC has on any day from its submission on, or still waiting when its VC
-shrinks for good — is never started: its start, end and queue are null. VCs with no capacity rows are treated as
-unlimited. CPU jobs pass through with queue 0 (start = submit).
+Jobs wait first come first served: in one queue per VC in slurm_like_schedule (each job runs in its own VC), or in
+one queue per cluster when jobs may run in several VCs (ClusterQueues with a placer, as the synthetic trace uses).
+A job starts at once in an allowed VC that holds it now, else it waits; the head of the queue blocks the jobs behind
+it except where they backfill without delaying it (EASY: they end before its reservation, run in another VC, or
+use GPUs spare at the reservation; at most BACKFILL_DEPTH waiting jobs are looked at). A job starts only if, for
+every day of its run, the GPUs in use plus its own fit that day's capacity, so by induction over start times the
+GPUs in use never exceed the capacity of the day. Placement is by GPU count (no node fragmentation). A job that
+can never run — more GPUs than any allowed VC has on any day from now on — is never started: its start, end and
+queue are null. VCs with no capacity rows are treated as unlimited. CPU jobs pass through with queue 0.
+
+Quotas (Slurm GrpTRES-like): a user's running jobs may together count at most the user's quota, each job counting
+its GPUs up to one node (QUOTA_CAP_GPUS), so one multi-node job cannot lock a user out; a job beyond the quota waits
+in its user's own first-come-first-served queue and joins the cluster queue when the user's running jobs allow. A
+job may count zero (its user runs it under another, unlimited QOS): it joins the cluster queue at once.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import numpy as np
 import polars as pl
 
 DAY_S = 86_400
-BACKFILL_DEPTH = 256  # queue entries looked at behind the blocked head
+BACKFILL_DEPTH = 256  # queue entries looked at behind the blocked head (like Slurm's bf_max_job_test)
+QUOTA_CAP_GPUS = 8  # a job counts at most this many GPUs against its user's quota
 _NEVER = 1 << 62
 _OUT_SCHEMA = {
     "job_id": pl.Int64,
@@ -27,6 +39,8 @@ _OUT_SCHEMA = {
     "end_time": pl.Datetime("us"),
     "queue": pl.Int64,
 }
+# place(j, t_s, among) -> VC index where job j starts now (among: VC indices to consider, None = all), or -1
+Placer = Callable[[int, int, Sequence[int] | None], int]
 
 
 class _DailyCapacity:
@@ -51,92 +65,216 @@ class _DailyCapacity:
         """Whether `gpus` GPUs fit the VC on some day from second t_s on."""
         return gpus <= self.max_from[self.day(t_s)]
 
-    def next_midnight_s(self, t_s: int) -> int:
-        """The first midnight after t_s up to the last known day (after it the capacity is constant), or _NEVER."""
-        d = t_s // DAY_S
-        return (d + 1) * DAY_S if d < self.last else _NEVER
+
+class VcState:
+    """Running jobs of one VC (jobs are indices into per-job lists of GPUs, durations and start seconds)."""
+
+    def __init__(self, cap: _DailyCapacity, need: list[int], dur_s: list[int], start: list[int]):
+        self.cap, self.need, self.dur_s, self.start = cap, need, dur_s, start
+        self.used = 0
+        self.done: list[tuple[int, int]] = []  # (end second, job)
+        self.ended: list[int] = []  # jobs finished since the owner last drained this list
+
+    def next_end_s(self) -> int:
+        """Second of the next completion, or _NEVER."""
+        return self.done[0][0] if self.done else _NEVER
+
+    def finish_until(self, t_s: int) -> None:
+        """Complete every job ending at or before second t_s."""
+        done = self.done
+        while done and done[0][0] <= t_s:
+            j = heapq.heappop(done)[1]
+            self.used -= self.need[j]
+            self.ended.append(j)
+
+    def fits_now(self, j: int, t_s: int) -> bool:
+        """Whether job j started at t_s fits the GPUs free on every day of its run."""
+        return self.used + self.need[j] <= self.cap.min_over(t_s, t_s + self.dur_s[j])
+
+    def free_gpus(self, t_s: int) -> int:
+        """GPUs not in use at second t_s."""
+        return self.cap.gpus[self.cap.day(t_s)] - self.used
+
+    def run(self, j: int, t_s: int) -> None:
+        """Start job j at second t_s."""
+        self.start[j] = t_s
+        self.used += self.need[j]
+        heapq.heappush(self.done, (t_s + self.dur_s[j], j))
+
+    def reservation(self, h: int) -> tuple[int, int]:
+        """When job h would fit as running jobs end (its shadow time) and the GPUs spare then."""
+        after = self.used
+        for end_s, j in sorted(self.done):
+            after -= self.need[j]
+            room = self.cap.min_over(end_s, end_s + self.dur_s[h]) - after - self.need[h]
+            if room >= 0:
+                return end_s, room
+        return _NEVER, 0
+
+
+class ClusterQueues:
+    """One cluster's VCs and its queue, driven in time order (see the module docstring); fits[j] lists the VCs job
+    j may run in and place picks one where it starts now."""
+
+    def __init__(
+        self,
+        vcs: list[VcState],
+        user: list[int],
+        quota: Sequence[float],
+        fits: list[list[int]],
+        place: Placer,
+        units: list[int] | None = None,
+    ):
+        self.vcs, self.user, self.quota, self.fits, self.place = vcs, user, list(quota), fits, place
+        self.need = vcs[0].need if vcs else []
+        self.dur_s = vcs[0].dur_s if vcs else []
+        self.units = units if units is not None else [min(n, QUOTA_CAP_GPUS) for n in self.need]
+        self.in_use = [0] * len(self.quota)  # quota units of each user's running jobs
+        self.held: list[deque[int]] = [deque() for _ in self.quota]
+        self.queue: list[int] = []
+        self.vc = [-1] * len(user)
+        self.events: list[tuple[int, int]] = []  # (next completion second, VC); stale entries are skipped
+        self.day = -1
+
+    def run(self, submit_s: list[int]) -> list[int]:
+        """Submit every job (given in submit order) and run until all have ended; returns each job's VC (-1 if it
+        never started); start seconds are written to the shared start list."""
+        for j, t in enumerate(submit_s):
+            self._advance(t)
+            self._submit(j, t)
+        self._advance(_NEVER - 1)
+        return self.vc
+
+    def _advance(self, t_s: int) -> None:
+        """Process completions and (while jobs wait) midnights up to and including second t_s."""
+        events = self.events
+        while True:
+            end_s = events[0][0] if events else _NEVER
+            midnight = (self.day + 1) * DAY_S if self.queue else _NEVER
+            if min(end_s, midnight) > t_s:
+                break
+            if midnight < end_s:
+                self.day = midnight // DAY_S
+                self._drop_hopeless(midnight)
+                self._pass(midnight, None)
+                continue
+            when, v = heapq.heappop(events)
+            if self.vcs[v].next_end_s() == when:
+                self.day = max(self.day, when // DAY_S)
+                self.vcs[v].finish_until(when)
+                self._release(when, [v])
+        self.day = max(self.day, t_s // DAY_S)
+
+    def _submit(self, j: int, t_s: int) -> None:
+        u = self.user[j]
+        if self.units[j] and (self.held[u] or not self._room(u, j)):
+            self.held[u].append(j)
+        elif self._hopeful(j, t_s):
+            self.queue.append(j)
+            self._pass(t_s, None, first=len(self.queue) - 1)
+
+    def _room(self, u: int, j: int) -> bool:
+        """Whether job j fits its user's quota (a job alone always does)."""
+        return self.in_use[u] == 0 or self.in_use[u] + self.units[j] <= self.quota[u]
+
+    def _hopeful(self, j: int, t_s: int) -> bool:
+        """Whether some allowed VC holds job j on some day from t_s on."""
+        return any(self.vcs[v].cap.ever_fits(self.need[j], t_s) for v in self.fits[j])
+
+    def _drop_hopeless(self, t_s: int) -> None:
+        self.queue = [j for j in self.queue if self._hopeful(j, t_s)]
+
+    def _start(self, j: int, v: int, t_s: int, touched: list[int]) -> None:
+        self.in_use[self.user[j]] += self.units[j]
+        self.vc[j] = v
+        self.vcs[v].run(j, t_s)
+        touched.append(v)
+
+    def _pass(self, t_s: int, among: Sequence[int] | None, first: int = 1, new_from: int = 0) -> None:
+        """Start queued jobs at t_s: heads in order while they fit anywhere, then backfill from position `first`;
+        jobs before position new_from are tried only in the VCs `among` (None = all) unless the head changed."""
+        queue, touched = self.queue, []
+        k = 0
+        while k < len(queue) and (v := self.place(queue[k], t_s, None)) >= 0:
+            self._start(queue[k], v, t_s, touched)
+            k += 1
+        del queue[:k]
+        if queue:
+            limit = max(new_from - k, 0) if k == 0 else 0
+            self._backfill(t_s, among, max(first - k, 1), limit, touched)
+        for v in touched:
+            heapq.heappush(self.events, (self.vcs[v].next_end_s(), v))
+
+    def _backfill(self, t_s: int, among: Sequence[int] | None, first: int, new_from: int, touched: list[int]) -> None:
+        queue, shadow, started = self.queue, None, []
+        for k in range(first, min(len(queue), 1 + BACKFILL_DEPTH)):
+            j = queue[k]
+            v = self.place(j, t_s, among if k < new_from else None)
+            if v < 0:
+                continue
+            if shadow is None:
+                shadow = self._head_reservation(queue[0])
+            rv, shadow_s, extra = shadow
+            if v == rv and t_s + self.dur_s[j] > shadow_s:
+                if self.need[j] <= extra:
+                    shadow = (rv, shadow_s, extra - self.need[j])
+                else:
+                    v = self.place(j, t_s, [w for w in (among if k < new_from else None) or self.fits[j] if w != rv])
+                    if v < 0:
+                        continue
+            self._start(j, v, t_s, touched)
+            started.append(k)
+        for k in reversed(started):
+            del queue[k]
+
+    def _head_reservation(self, h: int) -> tuple[int, int, int]:
+        """(VC, shadow second, spare GPUs) of the head's earliest reservation over its allowed VCs."""
+        best = (-1, _NEVER, 0)
+        for v in self.fits[h]:
+            shadow_s, extra = self.vcs[v].reservation(h)
+            if shadow_s < best[1]:
+                best = (v, shadow_s, extra)
+        return best
+
+    def _release(self, t_s: int, freed: list[int]) -> None:
+        """Return the quota of jobs that ended in the VCs freed, queue held jobs that now fit, and start jobs."""
+        old = len(self.queue)
+        for v in freed:
+            ended = self.vcs[v].ended
+            for j in ended:
+                u = self.user[j]
+                self.in_use[u] -= self.units[j]
+                held = self.held[u]
+                while held and self._room(u, held[0]):
+                    i = held.popleft()
+                    if self._hopeful(i, t_s):
+                        self.queue.append(i)
+            ended.clear()
+        if self.queue:
+            self._pass(t_s, freed, new_from=old)
+        for v in freed:
+            if self.vcs[v].done:
+                heapq.heappush(self.events, (self.vcs[v].next_end_s(), v))
+
+
+def fixed_placer(vcs: list[VcState], vc_of: list[int]) -> Placer:
+    """Placement in each job's own VC only."""
+
+    def place(j: int, t_s: int, among: Sequence[int] | None) -> int:
+        v = vc_of[j]
+        ok = among is None or v in among
+        return v if ok and vcs[v].fits_now(j, t_s) else -1
+
+    return place
 
 
 def schedule_vc(submit_s: list[int], dur_s: list[int], gpus: list[int], cap: _DailyCapacity) -> list[int]:
-    """Start second of each job (in submit order) by FIFO + EASY backfill on the daily capacity; -1 = never."""
-    n = len(submit_s)
-    need = list(gpus)
-    start = [-1] * n
-    done: list[tuple[int, int]] = []
-    waiting: list[int] = []
-    head = 0  # waiting[head:] holds the queue in FIFO order (started ones are skipped lazily)
-    used, i = 0, 0
-    last_s = submit_s[0] if n else 0
-
-    def fits(j: int, now: int) -> bool:
-        return used + need[j] <= cap.min_over(now, now + dur_s[j])
-
-    while i < n or done or head < len(waiting):
-        now = submit_s[i] if i < n else _NEVER
-        if done and done[0][0] < now:
-            now = done[0][0]
-        if head < len(waiting):
-            now = min(now, cap.next_midnight_s(last_s))
-        if now >= _NEVER:
-            break  # only jobs that can never fit are left waiting
-        changed = now // DAY_S != last_s // DAY_S or (bool(done) and done[0][0] <= now)
-        last_s, old_head, first_new = now, head, len(waiting)
-        while done and done[0][0] <= now:
-            used -= need[heapq.heappop(done)[1]]
-        while i < n and submit_s[i] <= now:
-            if cap.ever_fits(need[i], submit_s[i]):
-                waiting.append(i)
-            i += 1
-        while head < len(waiting) and (start[waiting[head]] >= 0 or fits(waiting[head], now)):
-            j = waiting[head]
-            head += 1
-            if start[j] < 0:
-                start[j], used = now, used + need[j]
-                heapq.heappush(done, (now + dur_s[j], j))
-        if head < len(waiting):
-            # NOTE: with no GPUs freed, no new day and the same head, only the new arrivals can newly fit
-            scan_from = head + 1 if changed or head != old_head else max(head + 1, first_new)
-            used = _backfill(now, waiting, head, scan_from, start, done, need, dur_s, cap, used)
-        if head > 4096 and head * 2 > len(waiting):
-            del waiting[:head]
-            head = 0
+    """Start second of each job (in submit order) of one VC without quotas; -1 = never."""
+    start = [-1] * len(submit_s)
+    vcs = [VcState(cap, list(gpus), list(dur_s), start)]
+    vc_of = [0] * len(submit_s)
+    ClusterQueues(vcs, vc_of, [math.inf], [[0]] * len(submit_s), fixed_placer(vcs, vc_of)).run(list(submit_s))
     return start
-
-
-def _backfill(now, waiting, head, scan_from, start, done, need, dur_s, cap, used) -> int:
-    """EASY backfill of waiting[scan_from:] behind the blocked head; returns the GPUs in use afterwards."""
-    reservation = None  # (shadow_s, spare GPUs at shadow), computed when first needed
-    cap_now = cap.gpus[cap.day(now)]
-    stop = min(len(waiting), head + 1 + BACKFILL_DEPTH)  # NOTE: bounded scan, like Slurm's bf_max_job_test
-    for k in range(scan_from, stop):
-        if used >= cap_now:
-            break
-        j = waiting[k]
-        if start[j] >= 0:
-            continue
-        if used + need[j] > cap.min_over(now, now + dur_s[j]):
-            continue
-        if reservation is None:
-            reservation = _reservation(waiting[head], done, need, dur_s, cap, used)
-        shadow_s, extra = reservation
-        in_time = now + dur_s[j] <= shadow_s
-        if in_time or need[j] <= extra:
-            start[j], used = now, used + need[j]
-            heapq.heappush(done, (now + dur_s[j], j))
-            if not in_time:
-                reservation = (shadow_s, extra - need[j])
-    return used
-
-
-def _reservation(h, done, need, dur_s, cap, used) -> tuple[int, int]:
-    """The blocked head h's shadow time (when enough GPUs will be free) and the GPUs spare then."""
-    after = used
-    for end_s, j in sorted(done):
-        after -= need[j]
-        room = cap.min_over(end_s, end_s + dur_s[h]) - after - need[h]
-        if room >= 0:
-            return end_s, room
-    return _NEVER, 0
 
 
 def _capacities(vc_gpus: pl.DataFrame, cluster: str, t0: datetime) -> dict[str, _DailyCapacity]:
@@ -152,8 +290,14 @@ def _capacities(vc_gpus: pl.DataFrame, cluster: str, t0: datetime) -> dict[str, 
     return out
 
 
-def slurm_like_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, gpus_per_node: int = 8) -> pl.DataFrame:
-    """Start/end times and queue (s) for every job of jobs by FIFO + EASY backfill on the daily VC capacities."""
+def cluster_origin(jobs: pl.DataFrame) -> datetime:
+    """Midnight of the first submission: second 0 of the schedule."""
+    return datetime.combine(jobs.get_column("submit_time").min().date(), datetime.min.time())
+
+
+def slurm_like_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> pl.DataFrame:
+    """Start/end times and queue (s) for every job of jobs, each GPU job queued in its own VC (one queue per VC, no
+    quotas); see the module docstring."""
     parts = [_schedule_cluster(jobs.filter(pl.col("cluster") == c), vc_gpus, c) for c in jobs["cluster"].unique()]
     if not parts:
         return pl.DataFrame(schema=_OUT_SCHEMA)
@@ -161,23 +305,27 @@ def slurm_like_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, gpus_per_node
 
 
 def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -> pl.DataFrame:
-    t0 = datetime.combine(jobs.get_column("submit_time").min().date(), datetime.min.time())
+    t0 = cluster_origin(jobs)
     caps = _capacities(vc_gpus, cluster, t0)
     df = jobs.select(
         "job_id",
-        "vc",
         "gpu_num",
-        "submit_time",
+        "vc",
         pl.col("duration").fill_null(0).clip(lower_bound=0).alias("_dur"),
         ((pl.col("submit_time") - pl.lit(t0)).dt.total_seconds()).alias("_sub"),
-    ).sort(["submit_time", "job_id"])
+    ).sort(["_sub", "job_id"])
     start_s = df.get_column("_sub").to_numpy().copy()
-    gpu_rows = df.with_row_index("_row").filter((pl.col("gpu_num") > 0) & pl.col("vc").is_in(list(caps)))
-    for (vc,), part in gpu_rows.group_by(["vc"]):
-        rows = part.get_column("_row").to_numpy()
+    gpu = df.with_row_index("_row").filter((pl.col("gpu_num") > 0) & pl.col("vc").is_in(list(caps)))
+    for (vc,), part in gpu.group_by(["vc"]):
         starts = schedule_vc(part["_sub"].to_list(), part["_dur"].to_list(), part["gpu_num"].to_list(), caps[vc])
-        start_s[rows] = starts
-    started = pl.Series("_s", start_s).replace(-1, None)
+        start_s[part["_row"].to_numpy()] = starts
+    return schedule_frame(df, cluster, t0, pl.Series("_s", start_s))
+
+
+def schedule_frame(df: pl.DataFrame, cluster: str, t0: datetime, start_s: pl.Series) -> pl.DataFrame:
+    """Output rows (job_id, cluster, start_time, end_time, queue) of df (with _sub and _dur) given start seconds
+    (-1 = never started)."""
+    started = start_s.replace(-1, None)
     start = pl.lit(t0) + pl.duration(seconds=started)
     return df.select(
         pl.col("job_id").cast(pl.Int64),

@@ -9,15 +9,15 @@ from analytics.commands.common import Progress, fail, print_json
 from analytics.db import QueryError
 from analytics.fidelity import checks_to_json, fidelity_checks, format_table
 from analytics.synth import BUILD_STAGES, DATASET_NAME, MAX_SCALE, MIN_SCALE, SynthParams, build_dataset
-from sim.replay import slurm_like_schedule
+from sim.synth_queue import calibrated_schedule
 
 QUEUE_MODELS = ("sampled", "sim")
-DEFAULT_QUEUE = "sampled"
+DEFAULT_QUEUE = "sim"
 
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run `helios demo`: generate the synthetic Helios trace and write it as a dataset."""
-    scheduler = slurm_like_schedule if args.queue == "sim" else None
+    scheduler = calibrated_schedule if args.queue == "sim" else None
     progress = Progress(BUILD_STAGES + (scheduler is not None), quiet=args.quiet)
     try:
         params = SynthParams(scale=args.scale, seed=args.seed)
@@ -75,9 +75,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=QUEUE_MODELS,
         default=DEFAULT_QUEUE,
         help=(
-            "GPU-job start times: 'sim' runs the jobs through FIFO + EASY backfill on the daily VC capacities (never "
-            "above capacity), 'sampled' draws queueing delays matching the published means; CPU jobs are always "
-            f"sampled (default {DEFAULT_QUEUE})"
+            "GPU-job start times: 'sim' runs the jobs through a FIFO + EASY backfill queue per cluster on the daily "
+            "VC capacities (never above capacity) with per-user GPU quotas calibrated to the published queueing; "
+            "'sampled' draws queueing delays matching the published means (faster, not capacity-bound); CPU jobs are "
+            f"always sampled (default {DEFAULT_QUEUE})"
         ),
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -1,0 +1,79 @@
+"""Load levelling of the synthetic GPU workload: the jobs holding most GPU time move by whole days within their month
+to where the cluster is least busy, as teams spread their big runs instead of submitting them blindly.
+
+Independent submissions make the as-if-started-at-submit demand of big multi-day jobs pile up above the cluster's
+GPUs for days, which no scheduler can serve with the short published queues. Moving only those jobs, by whole days
+and never out of their calendar month (jobs spanning two months stay), keeps every published statistic the
+generator matches: job counts per month, submissions per hour of day, durations, GPU counts and GPU time per month.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+HOUR_S = 3600
+DAY_S = 86_400
+HEAVY_SHARE = 0.8  # the biggest jobs (by GPU time) holding this share of the GPU time are levelled
+
+
+def level_heavy_jobs(
+    submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray, gpus_by_day: np.ndarray, month_start_day: np.ndarray
+) -> np.ndarray:
+    """New submit seconds: each heavy job (biggest first) gets the day of its month whose hours over its run have the
+    lowest peak of busy GPUs (as if jobs started at submit) relative to the cluster's GPUs that day; ties go to the
+    day nearest the original. Light jobs and jobs spanning two months keep their time."""
+    out = np.asarray(submit_s, dtype=np.int64).copy()
+    work = gpus * duration_s.astype(float)
+    if len(out) == 0 or work.sum() <= 0:
+        return out
+    order = np.argsort(-work, kind="stable")
+    heavy = order[: np.searchsorted(np.cumsum(work[order]), HEAVY_SHARE * work.sum()) + 1]
+    light = np.ones(len(out), bool)
+    light[heavy] = False
+    span_h = int((out + duration_s).max() // HOUR_S) + 2
+    busy = hourly_busy(out[light], duration_s[light], gpus[light], span_h)
+    cap = np.repeat(np.maximum(np.asarray(gpus_by_day, dtype=float), 1.0), 24)
+    cap = np.concatenate([cap, np.full(max(span_h - len(cap), 0), cap[-1])])[:span_h]
+    for k in heavy.tolist():
+        out[k] = _best_start(out[k], int(duration_s[k]), int(gpus[k]), busy, cap, month_start_day)
+        busy += hourly_busy(out[k : k + 1], duration_s[k : k + 1], gpus[k : k + 1], span_h)
+    return out
+
+
+def hourly_busy(submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray, hours: int) -> np.ndarray:
+    """Mean GPUs busy in each hour if every job ran from its submit second for its duration."""
+    start = np.asarray(submit_s, dtype=np.int64)
+    end = start + np.asarray(duration_s, dtype=np.int64)
+    g = np.asarray(gpus, dtype=float)
+    h0, h1 = start // HOUR_S, end // HOUR_S
+    out = np.zeros(hours + 1)
+    same = h0 == h1
+    np.add.at(out, h0[same], g[same] * (end[same] - start[same]) / HOUR_S)
+    cross = ~same
+    np.add.at(out, h0[cross], g[cross] * ((h0[cross] + 1) * HOUR_S - start[cross]) / HOUR_S)
+    np.add.at(out, h1[cross], g[cross] * (end[cross] - h1[cross] * HOUR_S) / HOUR_S)
+    full = np.zeros(hours + 2)
+    np.add.at(full, h0[cross] + 1, g[cross])
+    np.add.at(full, h1[cross], -g[cross])
+    return (out + np.cumsum(full)[: hours + 1])[:hours]
+
+
+def _best_start(
+    submit_s: int, duration_s: int, gpus: int, busy: np.ndarray, cap: np.ndarray, months: np.ndarray
+) -> int:
+    """The levelled submit second of one heavy job (see level_heavy_jobs)."""
+    day = submit_s // DAY_S
+    m = int(np.searchsorted(months, day, side="right") - 1)
+    if not 0 <= m < len(months) - 1 or (submit_s + duration_s) // DAY_S >= months[m + 1]:
+        return submit_s
+    days = np.arange(months[m], months[m + 1])
+    starts = days * DAY_S + submit_s % DAY_S
+    days, starts = (
+        days[(starts + duration_s) // DAY_S < months[m + 1]],
+        starts[(starts + duration_s) // DAY_S < months[m + 1]],
+    )
+    hours = starts[:, None] // HOUR_S + np.arange(max(1, -(-duration_s // HOUR_S)) + 1)[None, :]
+    hours = np.minimum(hours, len(busy) - 1)
+    peak = ((busy[hours] + gpus) / cap[hours]).max(axis=1)
+    best = np.flatnonzero(peak <= peak.min() + 1e-9)
+    return int(starts[best[np.argmin(np.abs(days[best] - day))]])
