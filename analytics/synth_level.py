@@ -30,7 +30,8 @@ def level_heavy_jobs(
     heavy = order[: np.searchsorted(np.cumsum(work[order]), HEAVY_SHARE * work.sum()) + 1]
     light = np.ones(len(out), bool)
     light[heavy] = False
-    span_h = int((out + duration_s).max() // HOUR_S) + 2
+    last_s = max(int((out + duration_s).max()), int(month_start_day[-1]) * DAY_S)  # moved jobs stay in their month
+    span_h = last_s // HOUR_S + 2
     busy = hourly_busy(out[light], duration_s[light], gpus[light], span_h)
     cap = np.repeat(np.maximum(np.asarray(gpus_by_day, dtype=float), 1.0), 24)
     cap = np.concatenate([cap, np.full(max(span_h - len(cap), 0), cap[-1])])[:span_h]

@@ -11,10 +11,12 @@ GPUs in use never exceed the capacity of the day. Placement is by GPU count (no 
 can never run — more GPUs than any allowed VC has on any day from now on — is never started: its start, end and
 queue are null. VCs with no capacity rows are treated as unlimited. CPU jobs pass through with queue 0.
 
-Quotas (Slurm GrpTRES-like): a user's running jobs may together count at most the user's quota, each job counting
-its GPUs up to one node (QUOTA_CAP_GPUS), so one multi-node job cannot lock a user out; a job beyond the quota waits
-in its user's own first-come-first-served queue and joins the cluster queue when the user's running jobs allow. A
-job may count zero (its user runs it under another, unlimited QOS): it joins the cluster queue at once.
+Quotas (Slurm GrpTRES-like): a job whose GPUs, added to those of its user's running jobs, exceed the user's quota
+waits in the user's own first-come-first-served queue; each job counts its GPUs up to one node (QUOTA_CAP_GPUS), so
+one multi-node job cannot lock a user out, and a job alone always fits. When one of the user's jobs ends, the held
+jobs that each fit beside the running ones join the cluster queue together (they are not counted against each
+other, so for a while the user may run more than the quota). A job may count zero (its user runs it under another,
+unlimited QOS): it joins the cluster queue at once.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def test_scheduled_times_are_consistent_and_cpu_jobs_keep_sampled_queues(sim_roo
     cpu = pl.col("gpu_num") == 0
     assert sim.filter(cpu).equals(sampled.filter(cpu))
     meta = store.open_dataset("a", sim_root).meta["start_times"]
-    assert meta["capacity_consistent"] is True and "slurm_like_schedule" in meta["gpu_jobs"]
+    assert meta["capacity_consistent"] is True and "calibrated_schedule" in meta["gpu_jobs"] and meta["user_gpu_quotas"]
 
 
 def test_capacity_check_fails_when_a_vc_is_overbooked(sim_root):

@@ -1,0 +1,145 @@
+"""Unit tests of the synthetic trace's load levelling (analytics.synth_level)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+import analytics.synth
+from analytics.synth import SynthParams, generate
+from analytics.synth_level import DAY_S, HEAVY_SHARE, HOUR_S, hourly_busy, level_heavy_jobs
+
+TWO_MONTHS = np.array([0, 30, 61])  # day 0..29 is month 0, day 30..60 is month 1
+ONE_MONTH = np.array([0, 30])
+
+
+def _month(submit_s: np.ndarray) -> np.ndarray:
+    return np.searchsorted(TWO_MONTHS, submit_s // DAY_S, side="right") - 1
+
+
+def _with_month_end_job(submit, duration, gpus):
+    """The jobs plus a 1-GPU minute at the end of the 30-day month: level_heavy_jobs sizes its hour grid by the latest
+    original end, so without a job running until the month's end, moving a heavy job later raises IndexError."""
+    return (
+        np.append(submit, 30 * DAY_S - 2 * HOUR_S),
+        np.append(duration, 60),
+        np.append(gpus, 1),
+    )
+
+
+def _mixed_trace() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """300 random jobs over the two toy months plus jobs whose runs span the month edge or the period end."""
+    rng = np.random.default_rng(7)
+    n = 300
+    submit = rng.integers(0, 61 * DAY_S, n)
+    duration = np.minimum(rng.lognormal(9, 1.5, n), 5 * DAY_S).astype(np.int64)
+    gpus = rng.choice([1, 2, 4, 8, 16, 32, 64], n)
+    spanning_submit = np.array([28 * DAY_S + 5 * HOUR_S, 29 * DAY_S, 59 * DAY_S + 3 * HOUR_S])
+    spanning_duration = np.array([4 * DAY_S, DAY_S, 3 * DAY_S])  # the middle one ends exactly at day 30
+    return (
+        np.concatenate([submit, spanning_submit]),
+        np.concatenate([duration, spanning_duration]),
+        np.concatenate([gpus, [64, 64, 64]]),
+    )
+
+
+def test_hourly_busy_hand_checked_example():
+    submit = np.array([1800, 3 * HOUR_S + 600, 2 * HOUR_S + 100])
+    duration = np.array([5400, 1200, 0])
+    gpus = np.array([2, 4, 8])
+    busy = hourly_busy(submit, duration, gpus, 5)
+    # 2 GPUs for the second half of hour 0 and all of hour 1; 4 GPUs for 20 min of hour 3; the 0 s job adds nothing
+    np.testing.assert_allclose(busy, [1.0, 2.0, 0.0, 4 * 1200 / 3600, 0.0])
+
+
+def test_hourly_busy_of_a_zero_duration_job_is_zero():
+    np.testing.assert_allclose(hourly_busy(np.array([HOUR_S + 10]), np.array([0]), np.array([8]), 3), [0.0, 0.0, 0.0])
+
+
+def test_level_heavy_jobs_keeps_hour_of_day_and_month_and_moves_by_whole_days():
+    submit, duration, gpus = _mixed_trace()
+    new = level_heavy_jobs(submit, duration, gpus, np.full(61, 64), TWO_MONTHS)
+    assert (new != submit).any()  # something moved, so the checks below are not vacuous
+    assert np.array_equal(new % DAY_S, submit % DAY_S)
+    assert np.all((new - submit) % DAY_S == 0)
+    assert np.array_equal(_month(new), _month(submit))
+    moved = new != submit
+    assert np.array_equal(_month(new[moved] + duration[moved]), _month(new[moved]))  # moved runs stay in the month
+
+
+def test_level_heavy_jobs_never_moves_a_job_spanning_two_months():
+    submit, duration, gpus = _mixed_trace()
+    new = level_heavy_jobs(submit, duration, gpus, np.full(61, 64), TWO_MONTHS)
+    spanning = _month(submit + duration) != _month(submit)
+    assert spanning.sum() >= 3  # at least the three built-in spanning jobs
+    assert np.array_equal(new[spanning], submit[spanning])
+
+
+def test_light_jobs_never_move():
+    rng = np.random.default_rng(8)
+    n_big, n_small = 4, 200
+    submit = np.concatenate([np.full(n_big, 5 * DAY_S + 10 * HOUR_S), rng.integers(0, 27 * DAY_S, n_small)])
+    duration = np.concatenate([np.full(n_big, 3 * DAY_S), rng.integers(60, 1800, n_small)])
+    gpus = np.concatenate([np.full(n_big, 64), np.ones(n_small, np.int64)])
+    work = gpus * duration
+    assert work[:n_big].sum() >= HEAVY_SHARE * work.sum()  # the big jobs alone hold the heavy share
+    submit, duration, gpus = _with_month_end_job(submit, duration, gpus)
+    new = level_heavy_jobs(submit, duration, gpus, np.full(30, 128), ONE_MONTH)
+    assert np.array_equal(new[n_big:], submit[n_big:])
+    assert len(np.unique(new[:n_big])) > 1  # the big jobs were spread out
+
+
+def test_levelling_lowers_the_peak_and_keeps_gpu_time():
+    n, cap = 20, 512
+    submit = np.full(n, 10 * DAY_S + 9 * HOUR_S)
+    duration = np.full(n, 2 * DAY_S)
+    gpus = np.full(n, 256)
+    submit, duration, gpus = _with_month_end_job(submit, duration, gpus)
+    new = level_heavy_jobs(submit, duration, gpus, np.full(30, cap), ONE_MONTH)
+    hours = 32 * 24
+    before = hourly_busy(submit, duration, gpus, hours)
+    after = hourly_busy(new, duration, gpus, hours)
+    assert before.max() / cap == 10.0  # all 20 big jobs at once (the month-end minute is in another hour)
+    assert after.max() / cap <= 0.2 * before.max() / cap  # 1.5 today: at most 3 of the 20 overlap
+    assert after.sum() * HOUR_S == before.sum() * HOUR_S == (gpus * duration).sum()
+
+
+def test_level_heavy_jobs_can_move_a_heavy_job_past_the_latest_original_end():
+    submit = np.full(20, 10 * DAY_S + 9 * HOUR_S)
+    new = level_heavy_jobs(submit, np.full(20, 2 * DAY_S), np.full(20, 256), np.full(30, 512), ONE_MONTH)
+    assert np.array_equal(new % DAY_S, submit % DAY_S)
+    assert new.max() > submit.max() and (new + 2 * DAY_S).max() <= 30 * DAY_S
+
+
+def test_level_heavy_jobs_is_deterministic():
+    submit, duration, gpus = _mixed_trace()
+    a = level_heavy_jobs(submit, duration, gpus, np.full(61, 64), TWO_MONTHS)
+    b = level_heavy_jobs(submit, duration, gpus, np.full(61, 64), TWO_MONTHS)
+    assert np.array_equal(a, b)
+
+
+def test_level_heavy_jobs_of_empty_input_is_empty():
+    empty = np.zeros(0, np.int64)
+    out = level_heavy_jobs(empty, empty, empty, np.full(30, 8), ONE_MONTH)
+    assert out.shape == (0,)
+
+
+def _gpu_job_counts(jobs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Counts of GPU jobs per (cluster, submit month) and per (cluster, submit hour of day)."""
+    gpu = jobs.filter(pl.col("gpu_num") > 0)
+    by_month = gpu.group_by("cluster", pl.col("submit_time").dt.month().alias("month")).len().sort("cluster", "month")
+    by_hour = gpu.group_by("cluster", pl.col("submit_time").dt.hour().alias("hour")).len().sort("cluster", "hour")
+    return by_month, by_hour
+
+
+def test_generated_trace_keeps_monthly_and_hourly_gpu_job_counts(monkeypatch):
+    params = SynthParams(scale=0.002, seed=3)
+    levelled, _ = generate(params)
+    monkeypatch.setattr(analytics.synth, "level_heavy_jobs", lambda submit, *a: submit)
+    unlevelled, _ = generate(params)
+    gpu = pl.col("gpu_num") > 0
+    assert not levelled.filter(gpu)["submit_time"].sort().equals(unlevelled.filter(gpu)["submit_time"].sort())
+    got_month, got_hour = _gpu_job_counts(levelled)
+    want_month, want_hour = _gpu_job_counts(unlevelled)
+    assert got_month.equals(want_month)
+    assert got_hour.equals(want_hour)
