@@ -79,9 +79,10 @@ ATTRIBUTION = (
 # consistent start times; gpu_jobs carries the preferred VC in `vc` and the sampled target wait in `queue`
 Scheduler = Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame]
 VC_NOTE = (
-    "jobs go to their user's VC while it has room (busy GPUs as if jobs started at submit, spare GPUs by "
-    "square-root staffing and for jobs few VCs can hold), else to the VC with most room; capacities are full size "
-    "at every scale, so scheduled queues shrink with the scale"
+    "each job has a preferred VC: its user's while it has room (busy GPUs as if jobs started at submit, spare GPUs by "
+    "square-root staffing and for jobs few VCs can hold), else the one with most room; with scheduled start times a "
+    "GPU job runs in its preferred VC when that holds it at its start, else in the allowed VC with the fewest spare "
+    "GPUs (see sim.synth_queue); capacities are full size at every scale"
 )
 SAMPLED_START_TIMES = "sampled: queueing delay drawn to match the published means (median 0); not capacity-bound"
 

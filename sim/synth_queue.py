@@ -4,10 +4,13 @@ times say (the `queue` column the generator drew to match the published means an
 
 A job may run in the VCs where it needs at most JOB_SHARE of the fewest GPUs over its run (else those that hold it,
 else the largest); it starts in its preferred VC (the `vc` column) when that holds it now, else in the allowed VC
-that holds it with the fewest GPUs to spare (best fit). A user whose target is at least MIN_USER_SHARE of the
-cluster's gets a quota: first the one under which the user's own jobs alone, first come first served, would wait
-the target; then PASSES - 1 corrections from the waits the whole cluster produced (secant steps once a quota is
-bracketed), with the targets rescaled so that the users without quota keep their own waits.
+that holds it with the fewest GPUs to spare (best fit). A first run without quotas finds who waits anyway: the
+users' targets (the same values, so the shares of the curve are kept) go largest first to those users. A user whose
+target is at least MIN_USER_SHARE of the cluster's gets a quota: first the one under which the user's own jobs alone,
+first come first served, would wait the target; then PASSES - 1 corrections from the waits the whole cluster
+produced (inside a bracket: bisection on the user's own waits scaled by the ratio the cluster showed; else secant
+steps), with the targets rescaled so that the users without quota keep their own waits; the last run uses, per
+user, the quota tried that came closest. See docs/synthetic-queueing.md.
 """
 
 from __future__ import annotations
