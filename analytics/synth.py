@@ -84,6 +84,11 @@ VC_NOTE = (
     "GPU job runs in its preferred VC when that holds it at its start, else in the allowed VC with the fewest spare "
     "GPUs (see sim.synth_queue); capacities are full size at every scale"
 )
+QUOTA_NOTE = (
+    "per cluster and user, quota x: a job waits in its user's queue while its GPUs (at most 8 counted per job) and "
+    "those of the user's running jobs exceed floor(x); the share x - floor(x) of the user's jobs runs outside the "
+    "quota; see docs/synthetic-queueing.md"
+)
 SAMPLED_START_TIMES = "sampled: queueing delay drawn to match the published means (median 0); not capacity-bound"
 
 
@@ -497,6 +502,7 @@ def build_meta(
     }
     if user_gpu_quotas is not None:
         how["user_gpu_quotas"] = user_gpu_quotas
+        how["user_gpu_quotas_note"] = QUOTA_NOTE
     return {
         "source": "synthetic",
         "format": "helios-synth",
@@ -551,6 +557,7 @@ def quota_table(timed: pl.DataFrame) -> dict[str, dict[str, float]] | None:
 
 
 def scheduler_description(scheduler: Scheduler) -> str:
-    """meta.json text for start times derived by scheduler: its module, name and first docstring line."""
-    doc = (scheduler.__doc__ or "").strip().splitlines()
-    return f"{scheduler.__module__}.{scheduler.__qualname__}: {doc[0] if doc else 'scheduler'}"
+    """meta.json text for start times derived by scheduler: its module, name and the docstring up to its first
+    parenthesis or full stop."""
+    text = " ".join(line.strip() for line in (scheduler.__doc__ or "scheduler").strip().splitlines())
+    return f"{scheduler.__module__}.{scheduler.__qualname__}: {text.split(' (')[0].split('. ')[0].rstrip('.')}"

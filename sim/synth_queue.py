@@ -48,13 +48,16 @@ _OUT_SCHEMA = {
     "start_time": pl.Datetime("us"),
     "end_time": pl.Datetime("us"),
     "queue": pl.Int64,
+    "user": pl.String,
     "user_gpu_quota": pl.Float64,
 }
 
 
 def calibrated_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, workers: int | None = None) -> pl.DataFrame:
-    """Per GPU job of jobs (cluster, job_id, user, vc = preferred VC, gpu_num, submit_time, duration, queue = target
-    wait in s): the VC it ran in, start and end time, queue (s) and its user's GPU quota (null = none)."""
+    """GPU-job start times by a Slurm-like FIFO + EASY backfill queue per cluster on the daily VC capacities, with
+    per-user GPU quotas calibrated to the target waits (jobs: cluster, job_id, user, vc = preferred VC, gpu_num,
+    submit_time, duration, queue = target wait in s; per job out: the VC it ran in, start and end time, queue in s,
+    user and the user's GPU quota, null = none)."""
     clusters = sorted(set(jobs["cluster"].to_list()))
     parts = [jobs.filter(pl.col("cluster") == c) for c in clusters]
     n = min(len(parts), workers or os.cpu_count() or 1)
@@ -313,5 +316,6 @@ def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -
     quotas = [None if math.isinf(quota[u]) else round(float(quota[u]), 3) for u in user]
     return out.with_columns(
         pl.Series("vc", [names[v] if v >= 0 else None for v in vc], dtype=pl.String),
+        df["user"],
         pl.Series("user_gpu_quota", quotas, dtype=pl.Float64),
     ).select(list(_OUT_SCHEMA))
