@@ -94,12 +94,15 @@ def _cell(value, kind: str) -> str:
 def comparison_table(summary: pl.DataFrame) -> dbc.Table:
     """The recorded baseline and each policy: JCT, queue, slowdown, utilisation and improvement factors."""
     cols = [c for c in TABLE_COLUMNS if c[0] in summary.columns]
-    head = html.Thead(html.Tr([html.Th(label, className="text-nowrap") for _, label, _ in cols]))
+    # NOTE: headers wrap (17 columns); cells stay on one line so numbers never break
+    head = html.Thead(html.Tr([html.Th(label, className="align-bottom") for _, label, _ in cols]))
     rows = []
     for row in summary.iter_rows(named=True):
         cells = [html.Td(_cell(row[name], kind), className="text-nowrap") for name, _, kind in cols]
         rows.append(html.Tr(cells, id=f"whatif-row-{row['scheme']}"))
-    return dbc.Table([head, html.Tbody(rows)], bordered=False, hover=True, size="sm", responsive=True, striped=True)
+    table = dbc.Table([head, html.Tbody(rows)], bordered=False, hover=True, size="sm", responsive=True, striped=True)
+    table.className = "small"
+    return table
 
 
 def cdf_figure(cdf: pl.DataFrame, metric: str, title: str) -> go.Figure:
