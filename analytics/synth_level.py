@@ -69,10 +69,8 @@ def _best_start(
         return submit_s
     days = np.arange(months[m], months[m + 1])
     starts = days * DAY_S + submit_s % DAY_S
-    days, starts = (
-        days[(starts + duration_s) // DAY_S < months[m + 1]],
-        starts[(starts + duration_s) // DAY_S < months[m + 1]],
-    )
+    in_month = (starts + duration_s) // DAY_S < months[m + 1]
+    days, starts = days[in_month], starts[in_month]
     hours = starts[:, None] // HOUR_S + np.arange(max(1, -(-duration_s // HOUR_S)) + 1)[None, :]
     hours = np.minimum(hours, len(busy) - 1)
     peak = ((busy[hours] + gpus) / cap[hours]).max(axis=1)

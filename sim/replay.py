@@ -45,7 +45,7 @@ _OUT_SCHEMA = {
 Placer = Callable[[int, int, Sequence[int] | None], int]
 
 
-class _DailyCapacity:
+class DailyCapacity:
     """GPUs of one VC per day index (clamped to the first/last known day), with range minima."""
 
     def __init__(self, gpus_by_day: Sequence[int]):
@@ -71,7 +71,7 @@ class _DailyCapacity:
 class VcState:
     """Running jobs of one VC (jobs are indices into per-job lists of GPUs, durations and start seconds)."""
 
-    def __init__(self, cap: _DailyCapacity, need: list[int], dur_s: list[int], start: list[int]):
+    def __init__(self, cap: DailyCapacity, need: list[int], dur_s: list[int], start: list[int]):
         self.cap, self.need, self.dur_s, self.start = cap, need, dur_s, start
         self.used = 0
         self.done: list[tuple[int, int]] = []  # (end second, job)
@@ -270,16 +270,18 @@ def fixed_placer(vcs: list[VcState], vc_of: list[int]) -> Placer:
     return place
 
 
-def schedule_vc(submit_s: list[int], dur_s: list[int], gpus: list[int], cap: _DailyCapacity) -> list[int]:
+def schedule_vc(submit_s: list[int], dur_s: list[int], gpus: list[int], cap: DailyCapacity) -> list[int]:
     """Start second of each job (in submit order) of one VC without quotas; -1 = never."""
-    start = [-1] * len(submit_s)
+    n = len(submit_s)
+    start = [-1] * n
     vcs = [VcState(cap, list(gpus), list(dur_s), start)]
-    vc_of = [0] * len(submit_s)
-    ClusterQueues(vcs, vc_of, [math.inf], [[0]] * len(submit_s), fixed_placer(vcs, vc_of)).run(list(submit_s))
+    only_vc, one_user = [0] * n, [0] * n
+    ClusterQueues(vcs, one_user, [math.inf], [[0]] * n, fixed_placer(vcs, only_vc)).run(list(submit_s))
     return start
 
 
-def _capacities(vc_gpus: pl.DataFrame, cluster: str, t0: datetime) -> dict[str, _DailyCapacity]:
+def daily_capacities(vc_gpus: pl.DataFrame, cluster: str, t0: datetime) -> dict[str, DailyCapacity]:
+    """Each VC of the cluster with its GPUs per day counted from t0's date (a day without a row keeps the last)."""
     rows = vc_gpus.filter(pl.col("cluster") == cluster).sort("date")
     out = {}
     for (vc,), part in rows.group_by(["vc"], maintain_order=True):
@@ -288,13 +290,21 @@ def _capacities(vc_gpus: pl.DataFrame, cluster: str, t0: datetime) -> dict[str, 
         grid = np.zeros(max(int(day.max()), 0) + 1, dtype=np.int64)
         for d, g in zip(day.tolist(), gpus.tolist(), strict=True):
             grid[max(d, 0) :] = g
-        out[vc] = _DailyCapacity(grid.tolist())
+        out[vc] = DailyCapacity(grid.tolist())
     return out
 
 
 def cluster_origin(jobs: pl.DataFrame) -> datetime:
     """Midnight of the first submission: second 0 of the schedule."""
     return datetime.combine(jobs.get_column("submit_time").min().date(), datetime.min.time())
+
+
+def seconds_columns(t0: datetime) -> list[pl.Expr]:
+    """Columns _dur (duration, null or negative as 0) and _sub (submit second from t0) that the schedulers use."""
+    return [
+        pl.col("duration").fill_null(0).clip(lower_bound=0).alias("_dur"),
+        ((pl.col("submit_time") - pl.lit(t0)).dt.total_seconds()).alias("_sub"),
+    ]
 
 
 def slurm_like_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> pl.DataFrame:
@@ -308,14 +318,8 @@ def slurm_like_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> pl.DataFra
 
 def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -> pl.DataFrame:
     t0 = cluster_origin(jobs)
-    caps = _capacities(vc_gpus, cluster, t0)
-    df = jobs.select(
-        "job_id",
-        "gpu_num",
-        "vc",
-        pl.col("duration").fill_null(0).clip(lower_bound=0).alias("_dur"),
-        ((pl.col("submit_time") - pl.lit(t0)).dt.total_seconds()).alias("_sub"),
-    ).sort(["_sub", "job_id"])
+    caps = daily_capacities(vc_gpus, cluster, t0)
+    df = jobs.select("job_id", "gpu_num", "vc", *seconds_columns(t0)).sort(["_sub", "job_id"])
     start_s = df.get_column("_sub").to_numpy().copy()
     gpu = df.with_row_index("_row").filter((pl.col("gpu_num") > 0) & pl.col("vc").is_in(list(caps)))
     for (vc,), part in gpu.group_by(["vc"]):

@@ -29,12 +29,13 @@ from sim.replay import (
     DAY_S,
     QUOTA_CAP_GPUS,
     ClusterQueues,
+    DailyCapacity,
     Placer,
     VcState,
-    _capacities,
-    _DailyCapacity,
     cluster_origin,
+    daily_capacities,
     schedule_frame,
+    seconds_columns,
 )
 
 JOB_SHARE = 0.5  # a job goes only to VCs where it needs at most this share of the GPUs, unless none is that big
@@ -170,9 +171,10 @@ class QuotaCalibration:
         for u, (s, d, n) in self.jobs.items():
             want = self.target[u] * scale
             self.history[u].append((quota[u], float(wait_by_user[u])))
-            out[u] = self._next_quota(u, want, quota[u], float(wait_by_user[u]), s, d, n)
             if last:
                 out[u] = self._final_quota(u, want)
+            else:
+                out[u] = self._next_quota(u, want, quota[u], float(wait_by_user[u]), s, d, n)
         return out
 
     def _final_quota(self, u: int, want: float) -> float:
@@ -235,7 +237,7 @@ def waiters_first(target: np.ndarray, base_wait: np.ndarray) -> np.ndarray:
     return out
 
 
-def allowed_vcs(caps: dict[str, _DailyCapacity], names: list[str], sub_s, dur_s, gpus) -> list[list[int]]:
+def allowed_vcs(caps: dict[str, DailyCapacity], names: list[str], sub_s, dur_s, gpus) -> list[list[int]]:
     """Per job, the VC indices it may run in (see the module docstring)."""
     days = max(c.last for c in caps.values()) + 1
     grid = np.array([[caps[v].gpus[min(d, caps[v].last)] for d in range(days)] for v in names], dtype=np.int64)
@@ -275,7 +277,7 @@ def preferred_best_fit(vcs: list[VcState], fits: list[list[int]], preferred: lis
 
 def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -> pl.DataFrame:
     t0 = cluster_origin(jobs)
-    caps = _capacities(vc_gpus, cluster, t0)
+    caps = daily_capacities(vc_gpus, cluster, t0)
     names = sorted(caps)
     df = (
         jobs.filter(pl.col("gpu_num") > 0)
@@ -284,8 +286,7 @@ def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -
             pl.col("user").fill_null(""),
             pl.col("vc").replace_strict(names, list(range(len(names))), default=-1).alias("_pref"),
             "gpu_num",
-            pl.col("duration").fill_null(0).clip(lower_bound=0).alias("_dur"),
-            ((pl.col("submit_time") - pl.lit(t0)).dt.total_seconds()).alias("_sub"),
+            *seconds_columns(t0),
             pl.col("queue").fill_null(0).clip(lower_bound=0).alias("_target"),
         )
         .sort(["_sub", "job_id"])

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.replay import ClusterQueues, VcState, _DailyCapacity, fixed_placer
+from sim.replay import ClusterQueues, DailyCapacity, VcState, fixed_placer
 from sim.synth_queue import preferred_best_fit
 
 
@@ -16,7 +16,7 @@ def run(submit, dur, gpus, caps, fits=None, preferred=None, user=None, quota=(ma
     """Start seconds and VCs of the jobs on VCs of constant capacity caps (a list of GPUs per VC)."""
     n = len(submit)
     start = [-1] * n
-    vcs = [VcState(_DailyCapacity([c]), list(gpus), list(dur), start) for c in caps]
+    vcs = [VcState(DailyCapacity([c]), list(gpus), list(dur), start) for c in caps]
     fits = fits or [list(range(len(caps)))] * n
     place = preferred_best_fit(vcs, fits, preferred or [f[0] for f in fits])
     vc = ClusterQueues(vcs, user or [0] * n, list(quota), fits, place, units).run(list(submit))
@@ -118,7 +118,7 @@ def test_no_vc_is_ever_over_capacity_and_every_job_starts_once_after_submit(trac
 
 def test_fixed_placer_only_uses_the_jobs_own_vc():
     start = [-1, -1]
-    vcs = [VcState(_DailyCapacity([8]), [8, 8], [10, 10], start) for _ in range(2)]
+    vcs = [VcState(DailyCapacity([8]), [8, 8], [10, 10], start) for _ in range(2)]
     place = fixed_placer(vcs, [0, 0])
     ClusterQueues(vcs, [0, 0], [math.inf], [[0], [0]], place).run([0, 1])
     assert start == [0, 10]

@@ -10,33 +10,33 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analytics import schema
-from sim.replay import _DailyCapacity, schedule_vc, slurm_like_schedule
+from sim.replay import DailyCapacity, schedule_vc, slurm_like_schedule
 
 T0 = datetime(2020, 4, 1)
 
 
 def test_fifo_with_backfill_on_a_hand_checked_trace():
-    cap = _DailyCapacity([8])
+    cap = DailyCapacity([8])
     # job 1 (8 GPUs) waits for job 0; job 2 (short) backfills; job 3 (long) must not delay job 1
     starts = schedule_vc([0, 1, 2, 3], [10, 5, 3, 30], [4, 8, 4, 4], cap)
     assert starts == [0, 10, 2, 15]
 
 
 def test_capacity_change_at_midnight_blocks_and_releases_jobs():
-    cap = _DailyCapacity([4, 8])
+    cap = DailyCapacity([4, 8])
     # an 8-GPU job submitted on day 0 can only start when day 1 gives 8 GPUs
     assert schedule_vc([100], [50], [8], cap) == [86_400]
     # a 4-GPU job spanning into a 2-GPU day must wait until it fits every day it runs
-    assert schedule_vc([86_000], [1_000], [4], _DailyCapacity([4, 2, 4])) == [2 * 86_400]
+    assert schedule_vc([86_000], [1_000], [4], DailyCapacity([4, 2, 4])) == [2 * 86_400]
 
 
 def test_jobs_that_can_never_fit_are_not_started():
     # 16 GPUs never fit an 8-GPU VC and do not block the 4-GPU job behind them; after the VC drops to 0 GPUs for
     # good, nothing starts any more, and a job still waiting then never starts.
-    cap = _DailyCapacity([8, 0])
+    cap = DailyCapacity([8, 0])
     assert schedule_vc([0, 10, 20, 86_405], [100, 10, 10, 10], [8, 16, 4, 8], cap) == [0, -1, 100, -1]
     assert schedule_vc([0, 10], [86_000, 1_000], [8, 8], cap) == [0, -1]
-    assert schedule_vc([0, 10], [100, 10], [16, 4], _DailyCapacity([8])) == [-1, 10]
+    assert schedule_vc([0, 10], [100, 10], [16, 4], DailyCapacity([8])) == [-1, 10]
 
 
 @st.composite

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from analytics.synth import SynthParams, generate
-from sim.replay import _DailyCapacity
+from sim.replay import DailyCapacity
 from sim.synth_queue import (
     _exempt,
     allowed_vcs,
@@ -53,7 +53,7 @@ def test_exempt_share_is_spread_evenly_over_a_users_jobs():
 
 
 def test_allowed_vcs_prefer_vcs_where_a_job_needs_at_most_half_the_gpus():
-    caps = {"a": _DailyCapacity([8]), "b": _DailyCapacity([32]), "c": _DailyCapacity([16, 0])}
+    caps = {"a": DailyCapacity([8]), "b": DailyCapacity([32]), "c": DailyCapacity([16, 0])}
     sub, dur, gpus = np.array([0, 0, 0, 0]), np.array([10, 10, 90_000, 10]), np.array([4, 16, 4, 64])
     fits = allowed_vcs(caps, ["a", "b", "c"], sub, dur, gpus)
     assert fits == [[0, 1, 2], [1], [0, 1], [1]]  # 16 GPUs: only b; a run into c's empty day: not c; none: largest
