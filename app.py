@@ -7,13 +7,16 @@ import sys
 import dash
 from dash import Dash
 
-from components import callbacks, data, explorer, shell
-from components.access_log import install_access_log
-from components.auth import AuthSettings, install_auth
-from components.background import background_manager
-from components.errors import install_error_handlers
-from components.health import install_health
-from components.settings import Settings
+from components.datasets import access as data
+from components.explorer import grid as explorer
+from components.server.access_log import install_access_log
+from components.server.auth import AuthSettings, install_auth
+from components.server.background import background_manager
+from components.server.errors import install_error_handlers
+from components.server.health import install_health
+from components.server.settings import Settings
+from components.shell import callbacks
+from components.shell import layout as shell
 
 
 def create_app(settings: Settings | None = None) -> Dash:

@@ -36,7 +36,8 @@ def post_worker_init(worker):
 
 def _warm_default_dataset(log) -> None:
     """Load the default dataset's column store; a missing or broken dataset is only logged."""
-    from analytics import colstore, store
+    from analytics import store
+    from analytics.queries import colstore
 
     name = os.environ.get("HELIOS_DEFAULT_DATASET", store.DEFAULT_DATASET)
     try:

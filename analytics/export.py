@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 
 from analytics import store
-from analytics.ingest_csv import DATE_FORMAT, TIME_FORMAT
-from analytics.ingest_helios import GPU_FILE, LOG_FILE, TOTAL_COLUMN
+from analytics.ingest.helios import GPU_FILE, LOG_FILE, TOTAL_COLUMN
+from analytics.ingest.parse import DATE_FORMAT, TIME_FORMAT
 
 LOG_COLUMNS = (
     "job_id",

@@ -1,7 +1,7 @@
 """Compare a dataset with the published Helios statistics: one check per statistic with tolerance and verdict.
 
 Dataset values come from analytics.queries; published values from helios_cluster_summary.csv and
-helios_reference.json (analytics.synth_reference). Job counts are compared after scaling the published counts by
+helios_reference.json (analytics.reference). Job counts are compared after scaling the published counts by
 the dataset's generator scale (1 for real traces).
 """
 
@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 
 from analytics import queries
+from analytics.reference import CLUSTERS, reference, summary_rows
 from analytics.store import Dataset
-from analytics.synth_reference import CLUSTERS, reference, summary_rows
 
 COUNT_REL_PCT = 2.0
 MOMENT_REL_PCT = 15.0

@@ -141,7 +141,7 @@ def _p95(values: list[float]) -> float:
 
 def bench_callbacks(app, warm_runs: int, clusters: list[str]) -> list[dict[str, Any]]:
     """Time every page's callbacks cold (empty cache, first call) and warm (repeated), per callback."""
-    from components import data
+    from components.datasets import access as data
 
     client = app.server.test_client()
     client.get("/")
@@ -172,7 +172,7 @@ def bench_callbacks(app, warm_runs: int, clusters: list[str]) -> list[dict[str, 
 
 def bench_zoom(app, warm_runs: int) -> dict[str, float]:
     """Time the utilisation zoom (a one-day window at one-minute resolution), cold then warm."""
-    from components.state import empty_state
+    from components.shell.state import empty_state
 
     client = app.server.test_client()
     client.get("/")
@@ -305,7 +305,8 @@ def bench_browser(data_dir: Path, cache_dir: Path) -> list[tuple[str, float, flo
 
 def _warm_up_s(args: argparse.Namespace) -> float:
     """Load the dataset's column store as each gunicorn worker does at start; return the seconds it took."""
-    from analytics import colstore, store
+    from analytics import store
+    from analytics.queries import colstore
 
     t0 = time.perf_counter()
     colstore.columns(store.open_dataset(args.dataset, args.data_dir))
@@ -325,7 +326,7 @@ def main() -> int:
         return 2
     os.environ["HELIOS_DATA_DIR"] = str(args.data_dir)
     from app import create_app
-    from components.settings import Settings
+    from components.server.settings import Settings
 
     cache_dir = Path(tempfile.mkdtemp(prefix="helios-bench-cache-"))
     try:

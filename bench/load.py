@@ -236,7 +236,7 @@ def run_whatif(url: str, config: dict, timeout_s: float, poll_s: float = 0.5) ->
 
 def whatif_config(dataset: str, cluster: str, last_day: str, seed: int, days: int = 7) -> dict:
     """A what-if scenario of days on cluster ending at last_day (load factor varies per run to avoid the cache)."""
-    from components.whatif_state import default_form, form_to_config
+    from components.whatif.state import default_form, form_to_config
     from sim.scenario import config_to_dict
 
     end = time.strptime(last_day[:10], "%Y-%m-%d")

@@ -22,8 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polars as pl  # noqa: E402
 
-from analytics import colstore, queries, store  # noqa: E402
+from analytics import queries, store
 from analytics.filters import JobFilter  # noqa: E402
+from analytics.queries import colstore
 
 QUERY_BUDGET_S = 0.3
 MINUTE_SERIES_BUDGET_S = 2.0

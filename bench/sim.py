@@ -2,7 +2,7 @@
 
 Run: `.venv/bin/python bench/sim.py [--dataset helios-synth] [--cluster Saturn] [--quick]`. Prints wall time,
 jobs/s and peak RSS. The Saturn cluster comes from the named dataset when it exists, else from
-`analytics.synth.generate` at scale 1 (the bundled dataset's generator).
+`analytics.synth.build.generate` at scale 1 (the bundled dataset's generator).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import polars as pl  # noqa: E402
 
 from sim import engine, estimators, workload  # noqa: E402
 from sim.model import SimConfig, Workload  # noqa: E402
-from sim.replay import slurm_like_schedule  # noqa: E402
+from sim.synthetic_queue.cluster_queues import slurm_like_schedule  # noqa: E402
 
 
 def peak_rss_mb() -> float:
@@ -79,7 +79,7 @@ def load_cluster(dataset: str, cluster: str) -> tuple[pl.DataFrame, pl.DataFrame
         ds = open_dataset(dataset)
         return ds.jobs().filter(pl.col("cluster") == cluster).collect(), ds.vc_gpus()
     except DatasetError:
-        from analytics.synth import SynthParams, generate
+        from analytics.synth.build import SynthParams, generate
 
         print(f"(dataset {dataset!r} not found: generating the synthetic trace at scale 1)")
         jobs, vc_gpus = generate(SynthParams(scale=1.0))

@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from analytics.store import DatasetError  # noqa: E402
-from components.settings import Settings  # noqa: E402
-from components.whatif_callbacks import render_scenario  # noqa: E402
-from components.whatif_run import get_or_run, results_cache, run_in_subprocess  # noqa: E402
+from components.server.settings import Settings  # noqa: E402
+from components.whatif.callbacks import render_scenario  # noqa: E402
+from components.whatif.run import get_or_run, results_cache, run_in_subprocess  # noqa: E402
 from sim.scenario import CesOptions, ScenarioConfig, config_to_dict  # noqa: E402
 
 BUDGET_S = 10.0

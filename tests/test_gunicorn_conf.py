@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics import colstore, store
+from analytics import store
+from analytics.queries import colstore
 
 CONF = Path(__file__).resolve().parents[1] / "gunicorn.conf.py"
 

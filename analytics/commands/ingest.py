@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 from analytics import store
-from analytics.commands.common import Progress, fail
+from analytics.commands.common import fail
 from analytics.export import export_dataset
 from analytics.ingest import FORMATS, IngestError, IngestOptions, ingest
-from analytics.ingest_alibaba import DEFAULT_ORIGIN
-from analytics.ingest_zip import DEFAULT_MAX_MEMBER_BYTES
-from analytics.quality import summary_lines
+from analytics.ingest.alibaba import DEFAULT_ORIGIN
+from analytics.ingest.archive import DEFAULT_MAX_MEMBER_BYTES
+from analytics.ingest.quality import summary_lines
+from analytics.progress import Progress
 
 
 def run_ingest(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from analytics.commands.common import fail
-from components.auth_users import (
+from components.server.users import (
     ROLES,
     UserRecord,
     UsersFileError,

@@ -8,10 +8,12 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, html, no_update
 
-from components import charts, controls, figures
-from components.callbacks import USER_ERRORS
-from components.controls import figure_card, grid, page_header
-from components.shell import dataset_problem, page_state
+from components.charts import figures
+from components.charts import registry as charts
+from components.shell import controls
+from components.shell.callbacks import USER_ERRORS
+from components.shell.controls import figure_card, grid, page_header
+from components.shell.layout import dataset_problem, page_state
 
 dash.register_page(__name__, path="/cluster", name="Cluster", title="Helios Dashboard · Cluster", order=1)
 

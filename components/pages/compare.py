@@ -8,10 +8,13 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, State, html
 
-from components import charts, controls, data, reference
-from components.controls import figure_card, grid, page_header
-from components.shell import dataset_problem, page_state
-from components.state import page_params, parse_query, to_query
+from components.charts import reference
+from components.charts import registry as charts
+from components.datasets import access as data
+from components.shell import controls
+from components.shell.controls import figure_card, grid, page_header
+from components.shell.layout import dataset_problem, page_state
+from components.shell.state import page_params, parse_query, to_query
 
 dash.register_page(__name__, path="/compare", name="Compare", title="Helios Dashboard · Compare", order=4)
 

@@ -10,11 +10,12 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
-from analytics.quality import summary_lines
+from analytics.ingest.quality import summary_lines
 from analytics.store import Dataset
-from components import data, data_admin
-from components.auth import has_role
-from components.controls import page_header
+from components.datasets import access as data
+from components.datasets import admin as data_admin
+from components.server.auth import has_role
+from components.shell.controls import page_header
 
 dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard · Data", order=5)
 

@@ -11,11 +11,12 @@ import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from components import data, explorer
-from components.callbacks import USER_ERRORS
-from components.controls import figure_card, grid, page_header
-from components.shell import dataset_problem, page_state
-from components.state import to_filter, to_params
+from components.datasets import access as data
+from components.explorer import grid as explorer
+from components.shell.callbacks import USER_ERRORS
+from components.shell.controls import figure_card, grid, page_header
+from components.shell.layout import dataset_problem, page_state
+from components.shell.state import to_filter, to_params
 
 dash.register_page(__name__, path="/jobs", name="Jobs", title="Helios Dashboard · Jobs", order=2)
 

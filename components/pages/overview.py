@@ -10,9 +10,10 @@ import dash_bootstrap_components as dbc
 import polars as pl
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
 
-from components import charts, data
-from components.callbacks import USER_ERRORS
-from components.shell import dataset_problem, page_state
+from components.charts import registry as charts
+from components.datasets import access as data
+from components.shell.callbacks import USER_ERRORS
+from components.shell.layout import dataset_problem, page_state
 
 dash.register_page(__name__, path="/", name="Overview", title="Helios Dashboard · Overview", order=0)
 

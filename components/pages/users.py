@@ -10,10 +10,11 @@ import dash_bootstrap_components as dbc
 import polars as pl
 from dash import Dash, Input, Output, dcc, html, no_update
 
-from components import controls, data
-from components.callbacks import USER_ERRORS
-from components.controls import figure_card, grid, page_header
-from components.shell import dataset_problem, page_state
+from components.datasets import access as data
+from components.shell import controls
+from components.shell.callbacks import USER_ERRORS
+from components.shell.controls import figure_card, grid, page_header
+from components.shell.layout import dataset_problem, page_state
 
 dash.register_page(__name__, path="/users", name="Users", title="Helios Dashboard · Users", order=3)
 

@@ -7,7 +7,7 @@ from typing import Any
 import dash
 from dash import Dash, html
 
-from components import whatif_callbacks
+from components.whatif import callbacks as whatif_callbacks
 
 dash.register_page(__name__, path="/whatif", name="What-if", title="Helios Dashboard · What-if", order=6)
 

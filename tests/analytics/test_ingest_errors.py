@@ -12,7 +12,7 @@ import pytest
 import cli
 from analytics import store
 from analytics.ingest import IngestError, IngestOptions, ingest
-from analytics.ingest_zip import copy_limited, member_path
+from analytics.ingest.archive import copy_limited, member_path
 
 HEADER = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue"
 GOOD = "1,u1,vcA,1,4,1,COMPLETED,2020-04-01 00:00:00,2020-04-01 00:00:10,2020-04-01 00:01:10,60,10"

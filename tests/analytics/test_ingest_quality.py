@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analytics import schema
-from analytics.ingest_csv import ROW, IngestError, parse_columns
-from analytics.quality import DROPPED, summary_lines, validate
+from analytics.ingest.parse import ROW, IngestError, parse_columns
+from analytics.ingest.quality import DROPPED, summary_lines, validate
 
 T0 = datetime(2020, 4, 1)
 SOURCE = ("cluster", "job_id", "vc", "gpu_num", "state", "submit_time", "start_time", "end_time")

@@ -12,8 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from analytics import colstore, polars_ref, queries, queries_jobs, queries_users, store
+from analytics import queries, store
 from analytics.filters import JobFilter
+from analytics.queries import colstore
+from analytics.queries import jobs as queries_jobs
+from analytics.queries import users as queries_users
+from tests.analytics import polars_ref
 
 
 def _random_jobs(seed: int, n_jobs: int = 300) -> pl.DataFrame:

@@ -1,4 +1,4 @@
-"""Every study query against its independent Polars reference (analytics.polars_ref), under many filters and on a
+"""Every study query against its independent Polars reference (tests.analytics.polars_ref), under many filters and on a
 random trace as well as the hand-checked one."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from analytics import polars_ref, queries, queries_series, store
+from analytics import queries, store
 from analytics.filters import JobFilter
+from analytics.queries import series as queries_series
+from tests.analytics import polars_ref
 
 FILTERS = {
     "none": JobFilter(),

@@ -1,4 +1,4 @@
-"""Unit tests of the synthetic trace's sampling tools (analytics.synth_dist)."""
+"""Unit tests of the synthetic trace's sampling tools (analytics.synth.dist)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analytics.synth_dist import (
+from analytics.reference import reference, summary_rows
+from analytics.synth.dist import (
     assign_blocks,
     couple_by_rank,
     fit_tail_gamma,
@@ -17,7 +18,6 @@ from analytics.synth_dist import (
     split_counts,
     stratified_noise,
 )
-from analytics.synth_reference import reference, summary_rows
 
 X_S = [2**k for k in range(22)]
 

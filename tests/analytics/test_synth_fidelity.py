@@ -11,8 +11,8 @@ import pytest
 import cli
 from analytics import store
 from analytics.fidelity import Check, checks_to_json, fidelity_checks, format_table
-from analytics.synth import SynthParams, build_dataset
-from analytics.synth_reference import REFERENCE_DIR, earth_vc_gpus, reference_path, summary_columns, summary_rows
+from analytics.reference import REFERENCE_DIR, earth_vc_gpus, reference_path, summary_columns, summary_rows
+from analytics.synth.build import SynthParams, build_dataset
 
 SCALE = 0.02
 

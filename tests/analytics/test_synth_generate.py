@@ -1,4 +1,4 @@
-"""Tests of the calibrated synthetic Helios trace (analytics.synth) and `helios demo`."""
+"""Tests of the calibrated synthetic Helios trace (analytics.synth.build) and `helios demo`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 import cli
 from analytics import schema, store
-from analytics.synth import SynthParams, build_dataset, generate
-from analytics.synth_reference import CLUSTERS, summary_rows
+from analytics.reference import CLUSTERS, summary_rows
+from analytics.synth.build import SynthParams, build_dataset, generate
 
 SCALE = 0.01
 
@@ -125,7 +125,7 @@ def test_demo_command_writes_the_dataset_with_meta(data_root, capsys):
     ds = store.open_dataset("tiny")
     meta = ds.meta
     assert meta["source"] == "synthetic" and meta["format"] == "helios-synth"
-    assert meta["generator"] == {"module": "analytics.synth", "scale": 0.002, "seed": 3}
+    assert meta["generator"] == {"module": "analytics.synth.build", "scale": 0.002, "seed": 3}
     assert meta["clusters"] == list(CLUSTERS)
     assert meta["period"] == {"start": "2020-04-01 00:00:00", "end": "2020-09-28 23:59:59"}
     assert meta["row_counts"]["jobs"] == ds.jobs().select(pl.len()).collect().item()

@@ -1,13 +1,13 @@
-"""Unit tests of the synthetic trace's load levelling (analytics.synth_level)."""
+"""Unit tests of the synthetic trace's load levelling (analytics.synth.level)."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
-import analytics.synth
-from analytics.synth import SynthParams, generate
-from analytics.synth_level import DAY_S, HEAVY_SHARE, HOUR_S, hourly_busy, level_heavy_jobs
+import analytics.synth.build
+from analytics.synth.build import SynthParams, generate
+from analytics.synth.level import DAY_S, HEAVY_SHARE, HOUR_S, hourly_busy, level_heavy_jobs
 
 TWO_MONTHS = np.array([0, 30, 61])  # day 0..29 is month 0, day 30..60 is month 1
 ONE_MONTH = np.array([0, 30])
@@ -135,7 +135,7 @@ def _gpu_job_counts(jobs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 def test_generated_trace_keeps_monthly_and_hourly_gpu_job_counts(monkeypatch):
     params = SynthParams(scale=0.002, seed=3)
     levelled, _ = generate(params)
-    monkeypatch.setattr(analytics.synth, "level_heavy_jobs", lambda submit, *a: submit)
+    monkeypatch.setattr(analytics.synth.build, "level_heavy_jobs", lambda submit, *a: submit)
     unlevelled, _ = generate(params)
     gpu = pl.col("gpu_num") > 0
     assert not levelled.filter(gpu)["submit_time"].sort().equals(unlevelled.filter(gpu)["submit_time"].sort())

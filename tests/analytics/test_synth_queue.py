@@ -12,9 +12,9 @@ import pytest
 import cli
 from analytics import schema, store
 from analytics.fidelity import capacity_checks, claims_capacity_consistency, fidelity_checks, peak_excess_gpus
-from analytics.synth import SynthParams, apply_schedule, generate
-from analytics.synth_layout import Capacity, LoadTargets, balanced_vcs, repair_isolated_days
-from sim.replay import slurm_like_schedule
+from analytics.synth.build import SynthParams, apply_schedule, generate
+from analytics.synth.layout import Capacity, LoadTargets, balanced_vcs, repair_isolated_days
+from sim.synthetic_queue.cluster_queues import slurm_like_schedule
 
 T0 = datetime(2020, 4, 1)
 SCALE = 0.003

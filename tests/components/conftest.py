@@ -125,7 +125,7 @@ def small_data(data_root):
 def dash_app(small_data, tmp_path):
     """A dashboard app over the small datasets with its own cache folder."""
     from app import create_app
-    from components.settings import Settings
+    from components.server.settings import Settings
 
     return create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache"))
 

@@ -13,10 +13,11 @@ import flask
 import pytest
 from dash import Dash, Input, Output, dcc, html
 
-from components import auth, auth_users
-from components.auth import AuthSettings, VerifiedCache, install_auth, parse_networks, require_role
-from components.auth_users import UserRecord, UsersFileError, hash_password, save_users
-from components.health import install_health
+from components.server import auth
+from components.server import users as auth_users
+from components.server.auth import AuthSettings, VerifiedCache, install_auth, parse_networks, require_role
+from components.server.health import install_health
+from components.server.users import UserRecord, UsersFileError, hash_password, save_users
 
 PASSWORDS = {"alice": "alice-admin-pw", "victor": "victor-viewer-pw"}
 ROLES = {"alice": "admin", "victor": "viewer"}

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 import cli
-from components import auth_users
-from components.auth_users import UserRecord, UsersFileError, load_users, save_users, verify_password
+from components.server import users as auth_users
+from components.server.users import UserRecord, UsersFileError, load_users, save_users, verify_password
 
 USER_MODULE = "components.commands.user"
 

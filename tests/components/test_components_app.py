@@ -5,9 +5,9 @@ from __future__ import annotations
 import flask
 import polars as pl
 
-from components import data
-from components.settings import Settings
-from components.state import empty_state
+from components.datasets import access as data
+from components.server.settings import Settings
+from components.shell.state import empty_state
 
 
 def test_settings_come_from_the_environment(monkeypatch, tmp_path):

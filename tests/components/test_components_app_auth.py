@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from components.auth_users import UserRecord, hash_password, save_users
+from components.server.users import UserRecord, hash_password, save_users
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def secured_client(small_data, tmp_path, monkeypatch):
     monkeypatch.setenv("HELIOS_AUTH_FILE", str(users))
     monkeypatch.setenv("HELIOS_SECRET_KEY", "test-secret")
     from app import create_app
-    from components.settings import Settings
+    from components.server.settings import Settings
 
     return create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache")).server.test_client()
 

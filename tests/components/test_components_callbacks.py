@@ -11,8 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from components import callbacks, charts, controls, explorer
-from components.state import empty_state, to_filter
+from components.charts import registry as charts
+from components.explorer import grid as explorer
+from components.shell import callbacks, controls
+from components.shell.state import empty_state, to_filter
 
 
 @pytest.fixture
@@ -262,7 +264,7 @@ def test_csv_export_streams_every_filtered_row(ui, dash_app):
     assert resp.status_code == 200 and resp.mimetype == "text/csv"
     rows = list(csv.DictReader(io.StringIO(resp.get_data(as_text=True))))
     with dash_app.server.test_request_context():
-        from components import data
+        from components.datasets import access as data
 
         ds = data.open_dataset("helios-synth")
         expected = ds.jobs().filter(to_filter({**empty_state(), "clusters": ["Venus"], "gpu_min": 8}).expr())

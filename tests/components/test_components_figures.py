@@ -7,7 +7,7 @@ from datetime import date, datetime, timedelta
 import polars as pl
 import pytest
 
-from components import figures
+from components.charts import figures
 
 
 def _cdf(n: int = 22) -> pl.DataFrame:

@@ -12,10 +12,10 @@ from pathlib import Path
 import flask
 import pytest
 
-from components import health
-from components.auth import AuthSettings, install_auth, parse_networks
-from components.health import check_redis, install_health, redacted
-from components.settings import Settings
+from components.server import health
+from components.server.auth import AuthSettings, install_auth, parse_networks
+from components.server.health import check_redis, install_health, redacted
+from components.server.settings import Settings
 
 
 class FakeRedisHandler(socketserver.StreamRequestHandler):
@@ -134,7 +134,7 @@ def test_redis_with_user_and_wrong_password(fake_redis):
 def test_redis_down_is_degraded_logged_once_and_recovery_logged(good_settings, caplog):
     url = f"redis://127.0.0.1:{closed_port()}"
     client = client_for(Settings(data_dir=good_settings.data_dir, redis_url=url))
-    with caplog.at_level(logging.INFO, logger="components.health"):
+    with caplog.at_level(logging.INFO, logger="components.server.health"):
         for _ in range(3):
             resp = client.get("/healthz")
             assert resp.status_code == 200 and resp.get_json()["status"] == "degraded"
@@ -147,7 +147,7 @@ def test_redis_down_is_degraded_logged_once_and_recovery_logged(good_settings, c
 def test_recovery_is_logged(caplog):
     state = {"ok": False}
     client = client_for({"cache": lambda: {"ok": state["ok"], "error": "down"}})
-    with caplog.at_level(logging.INFO, logger="components.health"):
+    with caplog.at_level(logging.INFO, logger="components.server.health"):
         assert client.get("/healthz").get_json()["status"] == "degraded"
         state["ok"] = True
         assert client.get("/healthz").get_json()["status"] == "ok"

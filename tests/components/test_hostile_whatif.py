@@ -9,9 +9,9 @@ import pytest
 from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
-from components import whatif_callbacks as cb
-from components.settings import Settings
-from components.whatif_state import ENERGY_FIELDS, POLICY_FIELDS, default_form
+from components.server.settings import Settings
+from components.whatif import callbacks as cb
+from components.whatif.state import ENERGY_FIELDS, POLICY_FIELDS, default_form
 
 HOSTILE = {
     "inject": "x' OR '1'='1'; DROP TABLE jobs; --",

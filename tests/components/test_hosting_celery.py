@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from components.whatif_state import default_form, form_to_config
+from components.whatif.state import default_form, form_to_config
 from sim.scenario import config_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +108,16 @@ def cluster(small_data, tmp_path) -> Iterator[dict]:
         redis_argv = ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", ""]
         procs.start("redis", [*redis_argv, "--appendonly", "no"], env)
         worker_env = {**env, "HELIOS_CACHE_DIR": str(tmp_path / "worker-cache")}
-        celery_argv = [str(BIN / "celery"), "-A", "components.celery_worker", "worker", "-P", "threads", "-c", "2"]
+        celery_argv = [
+            str(BIN / "celery"),
+            "-A",
+            "components.commands.celery_worker",
+            "worker",
+            "-P",
+            "threads",
+            "-c",
+            "2",
+        ]
         procs.start("celery", [*celery_argv, "--without-gossip", "--without-mingle", "-l", "INFO"], worker_env)
         for name, port in zip(("a", "b"), ports, strict=True):
             host_env = {**env, "PORT": str(port), "HELIOS_CACHE_DIR": str(tmp_path / f"{name}-cache")}

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from components.access_log import LOGGER_NAME
-from components.auth_users import UserRecord, hash_password, save_users
+from components.server.access_log import LOGGER_NAME
+from components.server.users import UserRecord, hash_password, save_users
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS = {"time", "method", "path", "status", "duration_ms", "user", "remote"}
@@ -52,7 +52,7 @@ def test_refused_requests_are_logged_with_the_user(small_data, tmp_path, monkeyp
     monkeypatch.setenv("HELIOS_AUTH_FILE", str(users))
     monkeypatch.setenv("HELIOS_SECRET_KEY", "test-secret")
     from app import create_app
-    from components.settings import Settings
+    from components.server.settings import Settings
 
     client = create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache")).server.test_client()
     client.get("/cluster", headers={"Accept": "application/json"})
@@ -164,13 +164,13 @@ def test_gunicorn_serves_the_app_with_json_request_logs(small_data, tmp_path):
 
 def test_a_stopped_redis_degrades_to_the_local_cache(small_data, tmp_path, caplog):
     from app import create_app
-    from components.settings import Settings
+    from components.server.settings import Settings
 
     url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
     app = create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache", redis_url=url))
     client = app.server.test_client()
-    caplog.set_level(logging.WARNING, logger="components.data")
-    from components import data
+    caplog.set_level(logging.WARNING, logger="components.datasets.access")
+    from components.datasets import access as data
 
     with app.server.test_request_context():
         first = data.cached("k", lambda: 41 + 1)

@@ -10,9 +10,10 @@ import zipfile
 import pytest
 
 from analytics import store
-from components import data_admin, uploads
-from components.auth_users import UserRecord, hash_password, save_users
-from components.settings import Settings
+from components.datasets import admin as data_admin
+from components.datasets import uploads
+from components.server.settings import Settings
+from components.server.users import UserRecord, hash_password, save_users
 
 HEADER = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue"
 ROWS = [

@@ -15,7 +15,7 @@ BIG_JOBS = 40_000  # enough history that LightGBM + the predictor ladder take se
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, chromium_path, write_small, gunicorn_app):
     """Gunicorn (1 worker, 4 threads) serving the app over a small dataset; yields (base URL, settings)."""
-    from components.settings import Settings
+    from components.server.settings import Settings
 
     root = tmp_path_factory.mktemp("whatif-browser")
     data, cache = root / "data", root / "cache"
@@ -47,8 +47,8 @@ def _table(page) -> list[str]:
 
 
 def _cached_key(url: str, settings):
-    from components.whatif_run import key_of
-    from components.whatif_state import default_form, form_from_params, form_to_config, parse_search
+    from components.whatif.run import key_of
+    from components.whatif.state import default_form, form_from_params, form_to_config, parse_search
 
     form, _ = form_from_params(parse_search(url.split("?", 1)[1]), default_form())
     return key_of(form_to_config(form), settings.data_dir)
@@ -67,7 +67,7 @@ def test_run_watch_progress_cancel_and_reload_the_shared_scenario(page, server):
 
 
 def _run_cancel_reload(tab, server):
-    from components.whatif_run import results_cache
+    from components.whatif.run import results_cache
 
     base, settings = server
     tab.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth")

@@ -13,14 +13,14 @@ from dash._callback_context import context_value
 from dash._utils import AttributeDict
 from plotly.io.json import to_json_plotly
 
-from components import whatif_callbacks as cb
-from components import whatif_figures as wf
-from components import whatif_form as ids
-from components.background import BackgroundSetupError, background_manager, poll_interval_ms
-from components.figures import PALETTE
-from components.settings import Settings
-from components.whatif_run import results_cache
-from components.whatif_state import (
+from components.charts.figures import PALETTE
+from components.server.background import BackgroundSetupError, background_manager, poll_interval_ms
+from components.server.settings import Settings
+from components.whatif import callbacks as cb
+from components.whatif import figures as wf
+from components.whatif import form as ids
+from components.whatif.run import results_cache
+from components.whatif.state import (
     default_form,
     form_from_params,
     form_to_config,
@@ -285,7 +285,7 @@ def test_poll_interval_comes_from_the_environment(monkeypatch):
 
 
 def test_results_cache_is_keyed_by_dataset_version(settings, write_small):
-    from components.whatif_run import get_or_run
+    from components.whatif.run import get_or_run
 
     config = form_to_config(_form())
     cache = results_cache(settings)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from components.whatif_run import SharedResults, results_cache
+from components.whatif.run import SharedResults, results_cache
 
 
 def _free_port() -> int:

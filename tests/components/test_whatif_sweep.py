@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from components import whatif_sweep as ws
+from components.whatif import sweep as ws
 from sim.scenario import ScenarioError
 
 

@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.replay import ClusterQueues, DailyCapacity, VcState, fixed_placer
-from sim.synth_queue import preferred_best_fit
+from sim.synthetic_queue.calibration import preferred_best_fit
+from sim.synthetic_queue.cluster_queues import ClusterQueues, DailyCapacity, VcState, fixed_placer
 
 
 def run(submit, dur, gpus, caps, fits=None, preferred=None, user=None, quota=(math.inf,), units=None):

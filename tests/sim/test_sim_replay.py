@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analytics import schema
-from sim.replay import DailyCapacity, schedule_vc, slurm_like_schedule
+from sim.synthetic_queue.cluster_queues import DailyCapacity, schedule_vc, slurm_like_schedule
 
 T0 = datetime(2020, 4, 1)
 

@@ -1,4 +1,4 @@
-"""sim.synth_queue: own-wait model, quota calibration, target reassignment, allowed VCs and the calibrated schedule."""
+"""sim.synthetic_queue.calibration: own-wait model, quota calibration, target reassignment, allowed VCs, schedule."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analytics.synth import SynthParams, generate
-from sim.replay import DailyCapacity
-from sim.synth_queue import (
+from analytics.synth.build import SynthParams, generate
+from sim.synthetic_queue.calibration import (
     _exempt,
     allowed_vcs,
     calibrate_quota,
@@ -18,6 +17,7 @@ from sim.synth_queue import (
     own_wait_s,
     waiters_first,
 )
+from sim.synthetic_queue.cluster_queues import DailyCapacity
 
 
 def test_own_wait_runs_jobs_first_come_first_served_within_the_quota():

@@ -1,0 +1,147 @@
+"""Ingest of real traces (Helios, Philly, Alibaba openb) into validated datasets with a data-quality report.
+
+A failed ingest raises IngestError before anything is written; a successful one swaps the dataset in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import polars as pl
+
+from analytics import store
+from analytics.ingest import quality
+from analytics.ingest.alibaba import DEFAULT_ORIGIN, open_alibaba
+from analytics.ingest.archive import DEFAULT_MAX_MEMBER_BYTES
+from analytics.ingest.helios import open_helios
+from analytics.ingest.parse import TIME_FORMAT, IngestError, Source
+from analytics.ingest.philly import open_philly
+from analytics.progress import Progress
+
+FORMATS = ("helios", "philly", "alibaba-openb")
+ATTRIBUTION = {
+    "helios": (
+        "Helios trace of SenseTime (Hu et al., 'Characterization and Prediction of Deep Learning "
+        "Workloads in Large-Scale GPU Datacenters', SC'21), S-Lab-System-Group/HeliosData, CC BY 4.0"
+    ),
+    "philly": (
+        "Microsoft Philly trace (Jeon et al., 'Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN "
+        "Training Workloads', USENIX ATC'19), CC BY 4.0; job list from petuum/adaptdl (osdi21-artifact) "
+        "simulator/traces/philly.csv (Apache-2.0 repository); VC node counts from "
+        "S-Lab-System-Group/HeliosArtifact framework/QSSF Service/data/philly_vc.csv (MIT)"
+    ),
+    "alibaba-openb": (
+        "Alibaba GPU cluster trace v2023 (Weng et al., 'Beware of Fragmentation: Scheduling GPU-Sharing "
+        "Workloads with Fragmentation Gradient Descent', USENIX ATC'23), alibaba/clusterdata "
+        "cluster-trace-gpu-v2023, CC BY 4.0"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """Format options: Helios clusters to keep, Philly node table, Alibaba origin, zip member size limit."""
+
+    clusters: tuple[str, ...] = ()
+    vc_nodes: Path | None = None
+    origin: str = DEFAULT_ORIGIN
+    max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+
+
+class SourceInput(Protocol):
+    """An opened source: how many progress stages reading takes, and the read itself."""
+
+    steps: int
+
+    def read(self, progress: Progress) -> Source:
+        """Read the source into parsed jobs and capacity."""
+        ...
+
+
+def _check_options(fmt: str, options: IngestOptions) -> None:
+    if fmt not in FORMATS:
+        raise IngestError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    if options.clusters and fmt != "helios":
+        raise IngestError("--clusters applies to --format helios only")
+    if options.vc_nodes and fmt != "philly":
+        raise IngestError("--vc-nodes applies to --format philly only")
+    if options.max_member_bytes <= 0:
+        raise IngestError("--max-member-bytes must be positive")
+
+
+@contextmanager
+def open_source(path: Path, fmt: str, options: IngestOptions) -> Iterator[SourceInput]:
+    """Open the source at path in format fmt (temporary files, if any, are removed on exit)."""
+    _check_options(fmt, options)
+    if fmt == "helios":
+        with open_helios(path, list(options.clusters), options.max_member_bytes) as helios_input:
+            yield helios_input
+    elif fmt == "philly":
+        yield open_philly(path, options.vc_nodes)
+    else:
+        yield open_alibaba(path, options.origin)
+
+
+def _time_text(value: Any) -> str | None:
+    return value.strftime(TIME_FORMAT) if value is not None else None
+
+
+def build_meta(
+    path: Path,
+    fmt: str,
+    source: Source,
+    jobs: pl.DataFrame,
+    report: dict[str, Any],
+) -> dict[str, Any]:
+    """The dataset's meta.json content: source, format, clusters, period, row counts, attribution, quality."""
+    per_cluster = dict(jobs.group_by("cluster").len().sort("cluster").rows())
+    start, end = jobs.select(pl.col("submit_time").min().alias("start"), pl.col("submit_time").max()).row(0)
+    return {
+        "source": str(path),
+        "format": fmt,
+        "clusters": sorted(per_cluster),
+        "period": {"start": _time_text(start), "end": _time_text(end)},
+        "row_counts": {
+            "jobs": jobs.height,
+            "jobs_per_cluster": per_cluster,
+            "vc_gpus": source.vc_gpus.height,
+        },
+        "attribution": ATTRIBUTION[fmt],
+        **source.meta,
+        "quality": report,
+    }
+
+
+def prepare(
+    path: Path, fmt: str, options: IngestOptions, progress: Progress | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """Read and validate a source without writing it: (jobs, vc_gpus, meta); raises IngestError when fatal."""
+    with open_source(path, fmt, options) as source_input:
+        progress = progress or Progress(0, quiet=True)
+        progress.total = source_input.steps + 2  # reading stages + validating + writing
+        source = source_input.read(progress)
+    with progress.stage("validating"):
+        jobs, report = quality.validate(source.jobs, source.vc_gpus, source.labels, source.source_columns)
+    if report["rows_out"] == 0:
+        raise IngestError(f"{path}: no valid rows left after validation ({report['rows_in']} rows read)")
+    return jobs, source.vc_gpus, build_meta(path, fmt, source, jobs, report)
+
+
+def ingest(
+    path: Path, fmt: str, name: str, options: IngestOptions | None = None, progress: Progress | None = None
+) -> store.Dataset:
+    """Ingest the trace at path (format fmt) as dataset name, replacing an older one only on success."""
+    try:
+        store.check_name(name)
+    except store.DatasetError as exc:
+        raise IngestError(str(exc)) from exc
+    progress = progress or Progress(0, quiet=True)
+    jobs, vc_gpus, meta = prepare(path, fmt, options or IngestOptions(), progress)
+    with progress.stage(f"writing dataset {name}"):
+        dataset = store.write_dataset(name, jobs, vc_gpus, meta)
+    progress.done(f"ingested {jobs.height} jobs into {name}")
+    return dataset

@@ -1,0 +1,194 @@
+"""The registry of figure cards: each name maps to a data function (spec -> frame) and a pure figure builder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import plotly.graph_objects as go
+import polars as pl
+
+from analytics.store import DatasetError
+from components.charts import figures, reference
+from components.datasets import access as data
+
+Spec = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Chart:
+    """How to fetch one figure's data and how to draw it."""
+
+    data: Callable[[Spec], pl.DataFrame]
+    build: Callable[[pl.DataFrame], go.Figure]
+
+
+def _q(name: str, **kwargs: Any) -> Callable[[Spec], pl.DataFrame]:
+    return lambda spec: data.query(name, spec["state"], **kwargs)
+
+
+COARSE_EVERY = "1h"
+
+
+def utilization_every(span_s: float) -> str:
+    """The resampling step of the utilisation series for a visible time span (at most ~1,500 points per cluster)."""
+    for limit_s, every in ((86_400, "1m"), (7 * 86_400, "10m")):
+        if span_s <= limit_s:
+            return every
+    return COARSE_EVERY
+
+
+def utilization_window(spec: Spec, x0: datetime | None = None, x1: datetime | None = None) -> pl.DataFrame:
+    """Hourly GPU utilisation over the whole period, with the zoomed window [x0, x1] at the finer step it needs."""
+    state = spec["state"]
+    coarse = data.query("utilization_resampled", state, every=COARSE_EVERY)
+    if x0 is None or x1 is None or coarse.is_empty():
+        return coarse
+    every = utilization_every((x1 - x0).total_seconds())
+    if every == COARSE_EVERY:
+        return coarse
+    fine = data.derived(
+        f"util:{every}:{x0:%Y%m%d%H%M}:{x1:%Y%m%d%H%M}",
+        state,
+        lambda: data.query_uncached("utilization_resampled", state, every=every).filter(
+            pl.col("time").is_between(x0, x1)
+        ),
+    )
+    outside = coarse.filter(~pl.col("time").is_between(x0, x1))
+    return pl.concat([outside, fine], how="vertical_relaxed").sort("cluster", "time")
+
+
+def running_queued(spec: Spec) -> pl.DataFrame:
+    """Hourly running GPU jobs (utilisation series) beside queued GPU jobs (submitted minus started, cumulated)."""
+    state = spec["state"]
+
+    def compute() -> pl.DataFrame:
+        tp, util = data.parallel(
+            lambda: data.query("throughput_10min", state),
+            lambda: data.query("utilization_resampled", state, every=COARSE_EVERY),
+        )
+        if tp.is_empty() or util.is_empty():
+            return pl.DataFrame()
+        queued = (
+            tp.sort("cluster", "time")
+            .with_columns(
+                ((pl.col("submit_gpu_job") - pl.col("start_gpu_job")).cum_sum().over("cluster")).alias("queued")
+            )
+            .group_by_dynamic("time", every=COARSE_EVERY, group_by="cluster")
+            .agg(pl.col("queued").mean().clip(0).alias("queued_gpujob_num"))
+        )
+        running = util.select("cluster", "time", "running_gpujob_num")
+        return running.join(queued, on=["cluster", "time"], how="left").fill_null(0).sort("cluster", "time")
+
+    return data.derived("running_queued", state, compute)
+
+
+def monthly(spec: Spec) -> pl.DataFrame:
+    """Monthly single/multi-GPU job counts joined with monthly utilisation."""
+    state = spec["state"]
+    jobs, util = data.parallel(
+        lambda: data.query("monthly_jobs", state), lambda: data.query("monthly_utilization", state)
+    )
+    if jobs.is_empty() or util.is_empty():
+        return jobs
+    return jobs.join(util, on=["cluster", "month"], how="left")
+
+
+def compare_frames(spec: Spec, query: str, **kwargs: Any) -> pl.DataFrame:
+    """One query run on every compared dataset, with clusters relabelled '<dataset> <cluster>'."""
+    frames = []
+    for name in spec.get("datasets") or [spec["state"]["dataset"]]:
+        state = {**spec["state"], "dataset": name, "clusters": [], "vcs": [], "users": [], "start": None, "end": None}
+        try:
+            df = data.query(query, state, **kwargs)
+        except DatasetError:
+            continue
+        if not df.is_empty():
+            frames.append(df.with_columns((pl.lit(name + " ") + pl.col("cluster").cast(pl.String)).alias("cluster")))
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
+def _compare_build(figure: str, build: Callable[[pl.DataFrame], go.Figure], x: str, y: str):
+    def draw(df: pl.DataFrame, overlay: bool = False) -> go.Figure:
+        fig = build(df)
+        ref = reference.reference_curve(figure)
+        if overlay and not df.is_empty() and not ref.is_empty():
+            figures.add_reference_lines(fig, ref, x, y)
+        return fig
+
+    return draw
+
+
+CHARTS: dict[str, Chart] = {
+    # Cluster page.
+    "utilization": Chart(utilization_window, figures.utilization_figure),
+    "running_queued": Chart(running_queued, figures.running_queued_figure),
+    "diurnal_util": Chart(_q("diurnal_utilization"), figures.diurnal_utilization_figure),
+    "diurnal_submit": Chart(_q("diurnal_submissions"), figures.diurnal_submissions_figure),
+    "heatmap": Chart(_q("hour_weekday_submissions"), figures.submission_heatmap_figure),
+    "monthly": Chart(monthly, figures.monthly_figure),
+    "vc_util": Chart(_q("vc_utilization"), figures.vc_utilization_figure),
+    # Jobs page.
+    "duration_gpu": Chart(_q("duration_cdf", kind="gpu"), partial(figures.duration_cdf_figure, kind="gpu")),
+    "duration_cpu": Chart(_q("duration_cdf", kind="cpu"), partial(figures.duration_cdf_figure, kind="cpu")),
+    "gpu_num_jobs": Chart(_q("gpu_num_cdf", weight="jobs"), partial(figures.gpu_num_cdf_figure, weight="jobs")),
+    "gpu_num_time": Chart(_q("gpu_num_cdf", weight="gpu_time"), partial(figures.gpu_num_cdf_figure, weight="gpu_time")),
+    "state_by_gpu": Chart(_q("final_state_by_gpu_num"), figures.final_state_figure),
+    "state_cpu_gpu": Chart(
+        _q("final_state_cpu_vs_gpu"),
+        partial(figures.final_state_figure, x="job_type", title="Final state of CPU and GPU jobs"),
+    ),
+    "queue_cdf": Chart(_q("queue_cdf", kind="gpu"), figures.queue_cdf_figure),
+    # Users page.
+    "conc_gpu": Chart(_q("user_concentration", metric="gpu_time"), figures.concentration_figure),
+    "conc_cpu": Chart(
+        _q("user_concentration", metric="cpu_only_time"), partial(figures.concentration_figure, metric="cpu_only_time")
+    ),
+    "conc_queue": Chart(
+        _q("user_concentration", metric="gpu_queue_time"),
+        partial(figures.concentration_figure, metric="gpu_queue_time"),
+    ),
+    "completion_hist": Chart(_q("user_completion_histogram"), figures.completion_histogram_figure),
+    "user_jobs": Chart(lambda spec: data.user_jobs(spec["state"]), figures.user_jobs_figure),
+}
+
+COMPARE_CHARTS: dict[str, tuple[str, dict[str, Any], Callable[[pl.DataFrame], go.Figure]]] = {
+    "duration_gpu": ("duration_cdf", {"kind": "gpu"}, partial(figures.duration_cdf_figure, kind="gpu")),
+    "duration_cpu": ("duration_cdf", {"kind": "cpu"}, partial(figures.duration_cdf_figure, kind="cpu")),
+    "gpu_num_jobs": ("gpu_num_cdf", {"weight": "jobs"}, partial(figures.gpu_num_cdf_figure, weight="jobs")),
+    "gpu_num_time": ("gpu_num_cdf", {"weight": "gpu_time"}, partial(figures.gpu_num_cdf_figure, weight="gpu_time")),
+    "diurnal_util": ("diurnal_utilization", {}, figures.diurnal_utilization_figure),
+    "diurnal_submit": ("diurnal_submissions", {}, figures.diurnal_submissions_figure),
+    "conc_gpu": ("user_concentration", {"metric": "gpu_time"}, figures.concentration_figure),
+    "conc_queue": (
+        "user_concentration",
+        {"metric": "gpu_queue_time"},
+        partial(figures.concentration_figure, metric="gpu_queue_time"),
+    ),
+}
+
+
+def compare_charts() -> dict[str, Chart]:
+    """The Compare page's charts ('cmp_<name>'): one query over every chosen dataset, drawn with its overlay."""
+    made = {}
+    for name, (query, kwargs, build) in COMPARE_CHARTS.items():
+        x, y = reference.CURVES[name][2:]
+        made["cmp_" + name] = Chart(partial(compare_frames, query=query, **kwargs), _compare_build(name, build, x, y))
+    return made
+
+
+CHARTS.update(compare_charts())
+
+
+def render(spec: Spec) -> tuple[go.Figure, pl.DataFrame]:
+    """Fetch and draw the figure a card spec names; the frame is returned for CSV export."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("state"), dict) or spec.get("name") not in CHARTS:
+        raise ValueError(f"unknown chart {str(spec.get('name') if isinstance(spec, dict) else spec)[:80]!r}")
+    chart = CHARTS[spec["name"]]
+    df = chart.data(spec)
+    if spec.get("overlay"):
+        return chart.build(df, overlay=True), df
+    return chart.build(df), df

@@ -1,0 +1,181 @@
+"""Shell callbacks: URL <-> filter bar, drop-down options, navigation links, figure rendering and CSV downloads."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import dash_bootstrap_components as dbc
+from dash import MATCH, Dash, Input, Output, State, ctx, dcc, no_update
+
+from analytics.db import QueryError
+from analytics.store import DatasetError
+from components.charts import figures
+from components.charts import registry as charts
+from components.datasets import access as data
+from components.shell import controls
+from components.shell.state import empty_state, page_params, parse_params, parse_query, to_query
+
+log = logging.getLogger(__name__)
+
+FILTER_INPUTS = (
+    (controls.DATASET, "value"),
+    (controls.CLUSTERS, "value"),
+    (controls.VCS, "value"),
+    (controls.DATES, "start_date"),
+    (controls.DATES, "end_date"),
+    (controls.KIND, "value"),
+    (controls.STATES, "value"),
+    (controls.GPU_MIN, "value"),
+    (controls.GPU_MAX, "value"),
+    (controls.USERS, "value"),
+)
+OPTION_OUTPUTS = (
+    (controls.CLUSTERS, "options"),
+    (controls.VCS, "options"),
+    (controls.USERS, "options"),
+    (controls.DATES, "min_date_allowed"),
+    (controls.DATES, "max_date_allowed"),
+)
+USER_ERRORS = (ValueError, QueryError, DatasetError)
+
+
+def state_to_controls(state: dict[str, Any]) -> list:
+    """The filter-bar values showing a filter state, in FILTER_INPUTS order."""
+    return [
+        state["dataset"],
+        state["clusters"],
+        state["vcs"],
+        state["start"],
+        state["end"],
+        state["job_kind"],
+        state["states"],
+        state["gpu_min"],
+        state["gpu_max"],
+        state["users"],
+    ]
+
+
+def _joined(value: Any) -> str:
+    """A drop-down's value (a list of names) as one comma-separated URL parameter."""
+    items = value if isinstance(value, list) else [value] if value else []
+    return ",".join(str(v) for v in items if isinstance(v, str | int | float))
+
+
+def _gpu_text(value: Any) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer():
+        return str(int(value))
+    return "" if value in (None, "") else str(value)[:100]
+
+
+def controls_to_state(values: list) -> tuple[dict[str, Any], list[str]]:
+    """The filter state of the filter-bar values (in FILTER_INPUTS order) and the problems found in them."""
+    dataset, clusters, vcs, start, end, kind, states, gpu_min, gpu_max, users = values
+    params = {
+        "ds": str(dataset or "")[:200],
+        "cluster": _joined(clusters),
+        "vc": _joined(vcs),
+        "user": _joined(users),
+        "state": _joined(states),
+        "start": str(start or "")[:10],
+        "end": str(end or "")[:10],
+        "kind": str(kind or "all")[:100],
+        "gmin": _gpu_text(gpu_min),
+        "gmax": _gpu_text(gpu_max),
+    }
+    state, problems = parse_params(params)
+    return state, [p.replace("URL parameter", "filter") for p in problems]
+
+
+def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tuple:
+    """Keep URL and filter bar in step, sending drop-down options with the values they must contain."""
+    default = data.settings().default_dataset
+    names = [d.name for d in data.list_datasets()]
+    trigger = ctx.triggered_id
+    url, alert, show = no_update, [], True
+    if trigger in (None, controls.URL):
+        state, problems = parse_query(search, data.default_dataset(names, default))
+        alert = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
+    elif trigger == controls.FILTER_RESET:
+        state = empty_state(values[0] or data.default_dataset(names, default))
+    elif trigger == controls.DATASET:
+        state = empty_state(controls_to_state(list(values))[0]["dataset"])
+    else:
+        state, problems = controls_to_state(list(values))
+        show = bool(problems)
+        alert = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
+    if trigger not in (None, controls.URL):
+        url = to_query(state, page_params(search))
+    shown = state_to_controls(state) if show else [no_update] * len(FILTER_INPUTS)
+    return (url, state, alert, *shown, *filter_options(state["dataset"], state["clusters"]))
+
+
+def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
+    """The choices of the cluster, VC and user drop-downs and the date bounds for a dataset."""
+    if not dataset:
+        return [], [], [], None, None
+    try:
+        opts = data.dataset_options(dataset)
+        first, last = data.dataset_period(dataset)
+    except DatasetError:
+        return [], [], [], None, None
+    chosen = set(clusters or [])
+    vcs = sorted({vc for c, vc in opts["cluster_vcs"] if not chosen or c in chosen})
+    return opts["clusters"], vcs, opts["users"], first, last
+
+
+def render_figure(spec: dict[str, Any]):
+    """Draw the figure a card spec names, or a figure carrying the problem as a message."""
+    try:
+        fig, _ = charts.render(spec)
+    except USER_ERRORS as exc:
+        log.info("figure %s: %s", str(spec.get("name") if isinstance(spec, dict) else spec)[:80], exc)
+        return figures.empty_figure(str(exc))
+    return fig
+
+
+def download_csv(n_clicks: int | None, spec: dict[str, Any]):
+    """Send the data behind a figure card as CSV."""
+    if not n_clicks:
+        return no_update
+    try:
+        _, df = charts.render(spec)
+    except USER_ERRORS:
+        return no_update
+    return dcc.send_string(df.write_csv(), f"helios-{spec['name']}.csv")
+
+
+def register(app: Dash) -> None:
+    """Register the shell callbacks on app."""
+    app.callback(
+        Output(controls.URL, "search"),
+        Output(controls.FILTER_STATE, "data"),
+        Output(controls.URL_ALERT, "children"),
+        *[Output(cid, prop) for cid, prop in FILTER_INPUTS],
+        *[Output(cid, prop) for cid, prop in OPTION_OUTPUTS],
+        Input(controls.URL, "search"),
+        Input(controls.FILTER_RESET, "n_clicks"),
+        *[Input(cid, prop) for cid, prop in FILTER_INPUTS],
+    )(sync_url)
+    app.callback(
+        Output(controls.NAV_LINKS, "children"),
+        Input(controls.FILTER_STATE, "data"),
+        Input(controls.URL, "pathname"),
+    )(controls.nav_links)
+    # Filters start folded on phones (< 768 px wide) and open elsewhere; the button toggles them.
+    app.clientside_callback(
+        "function(n, isOpen) { return n ? !isOpen : window.innerWidth >= 768; }",
+        Output(controls.FILTER_COLLAPSE, "is_open"),
+        Input(controls.FILTER_TOGGLE, "n_clicks"),
+        State(controls.FILTER_COLLAPSE, "is_open"),
+    )
+    app.callback(
+        Output({"type": controls.GRAPH, "name": MATCH}, "figure"),
+        Input({"type": controls.SPEC, "name": MATCH}, "data"),
+    )(render_figure)
+    app.callback(
+        Output({"type": controls.CSV_DOWNLOAD, "name": MATCH}, "data"),
+        Input({"type": controls.CSV_BUTTON, "name": MATCH}, "n_clicks"),
+        State({"type": controls.SPEC, "name": MATCH}, "data"),
+        prevent_initial_call=True,
+    )(download_csv)

@@ -1,0 +1,195 @@
+"""The shell's widgets: navbar, global filter bar and figure cards, with every component id in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+from analytics import schema
+from components.shell.state import to_query
+
+# Shell ids.
+URL = "url"
+URL_ALERT = "url-alert"
+FILTER_STATE = "filter-state"
+NAV_LINKS = "nav-links"
+FILTER_TOGGLE = "filter-toggle"
+FILTER_COLLAPSE = "filter-collapse"
+FILTER_RESET = "filter-reset"
+# Filter controls, in the order of the filter bar.
+DATASET = "f-dataset"
+CLUSTERS = "f-clusters"
+VCS = "f-vcs"
+DATES = "f-dates"
+KIND = "f-kind"
+STATES = "f-states"
+GPU_MIN = "f-gpu-min"
+GPU_MAX = "f-gpu-max"
+USERS = "f-users"
+# Pattern-matching ids of figure cards: {"type": GRAPH, "name": <figure name>} and friends.
+GRAPH = "graph"
+SPEC = "graph-spec"
+CSV_BUTTON = "csv-button"
+CSV_DOWNLOAD = "csv-download"
+
+KIND_OPTIONS = [
+    {"label": "All jobs", "value": "all"},
+    {"label": "GPU jobs", "value": "gpu"},
+    {"label": "CPU jobs", "value": "cpu"},
+]
+
+
+def nav_href(path: str, state: dict[str, Any]) -> str:
+    """The link to a page that keeps the current filters."""
+    return path + to_query(state)
+
+
+def pages() -> list[tuple[str, str]]:
+    """(path, name) of every registered Dash page, in menu order."""
+    registry = sorted(dash.page_registry.values(), key=lambda p: (p.get("order") is None, p.get("order") or 0))
+    return [(p["path"], p["name"]) for p in registry]
+
+
+def nav_links(state: dict[str, Any], pathname: str | None = "/") -> list:
+    """The navbar's page links, each carrying the filter query string, the current page's highlighted."""
+    return [
+        dbc.NavItem(dbc.NavLink(label, href=nav_href(path, state), active=path == pathname, id=f"nav-{label.lower()}"))
+        for path, label in pages()
+    ]
+
+
+def navbar(state: dict[str, Any]) -> dbc.Navbar:
+    """The top navigation bar with the brand and the page links."""
+    return dbc.Navbar(
+        dbc.Container(
+            [
+                dbc.NavbarBrand("Helios Dashboard", href=nav_href("/", state), className="fw-semibold"),
+                dbc.Nav(nav_links(state), id=NAV_LINKS, pills=True, navbar=True, className="flex-row flex-wrap"),
+            ],
+            fluid=True,
+            className="gap-2 flex-wrap",
+        ),
+        color="dark",
+        dark=True,
+        expand=True,
+        className="mb-2 py-1",
+    )
+
+
+def _labelled(label: str, control, width: dict[str, int]) -> dbc.Col:
+    return dbc.Col([dbc.Label(label, className="small text-muted mb-0"), control], **width, className="mb-2")
+
+
+def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
+    """The global filter bar; its values are set from the URL by the shell callbacks."""
+    wide, narrow = {"xs": 12, "md": 6, "xl": 3}, {"xs": 6, "md": 3, "xl": 1}
+    row = dbc.Row(
+        [
+            _labelled(
+                "Dataset",
+                dcc.Dropdown(id=DATASET, options=datasets, value=state["dataset"], clearable=False),
+                {"xs": 12, "md": 6, "xl": 2},
+            ),
+            _labelled("Clusters", dcc.Dropdown(id=CLUSTERS, multi=True, placeholder="all clusters"), wide),
+            _labelled("VCs", dcc.Dropdown(id=VCS, multi=True, placeholder="all VCs"), wide),
+            _labelled(
+                "Submitted between",
+                dcc.DatePickerRange(
+                    id=DATES,
+                    display_format="YYYY-MM-DD",
+                    clearable=True,
+                    start_date_placeholder_text="start",
+                    end_date_placeholder_text="end",
+                    className="w-100",
+                ),
+                {"xs": 12, "md": 6, "xl": 3},
+            ),
+            _labelled(
+                "Jobs",
+                dbc.RadioItems(id=KIND, options=KIND_OPTIONS, value="all", inline=True, className="pt-1"),
+                {"xs": 12, "md": 6, "xl": 3},
+            ),
+            _labelled(
+                "Final states",
+                dcc.Dropdown(id=STATES, options=list(schema.STATES), multi=True, placeholder="all states"),
+                wide,
+            ),
+            _labelled("GPUs ≥", dbc.Input(id=GPU_MIN, type="number", min=0, step=1, debounce=True), narrow),
+            _labelled("GPUs ≤", dbc.Input(id=GPU_MAX, type="number", min=0, step=1, debounce=True), narrow),
+            _labelled("User", dcc.Dropdown(id=USERS, multi=True, placeholder="all users"), wide),
+            dbc.Col(
+                dbc.Button("Reset filters", id=FILTER_RESET, color="secondary", outline=True, size="sm"),
+                xs=12,
+                md="auto",
+                className="mb-2 d-flex align-items-end",
+            ),
+        ],
+        className="g-2",
+    )
+    toggle = dbc.Button("Filters", id=FILTER_TOGGLE, color="link", size="sm", className="d-md-none px-0")
+    return html.Div(
+        [toggle, dbc.Collapse(row, id=FILTER_COLLAPSE, is_open=True)], className="filter-bar border-bottom mb-3"
+    )
+
+
+def graph_config(name: str) -> dict[str, Any]:
+    """Plotly modebar settings: PNG download named after the figure, no plotly logo."""
+    return {
+        "displaylogo": False,
+        "responsive": True,
+        "toImageButtonOptions": {"format": "png", "filename": f"helios-{name}", "scale": 2},
+        "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+    }
+
+
+def figure_card(name: str, state: dict[str, Any], height_px: int = 380, extra: dict | None = None) -> dbc.Card:
+    """A card holding one figure, its loading spinner, its CSV download button and its data spec."""
+    spec = {"name": name, "state": state, **(extra or {})}
+    return dbc.Card(
+        [
+            dbc.CardBody(
+                [
+                    dcc.Store(id={"type": SPEC, "name": name}, data=spec),
+                    dcc.Loading(
+                        dcc.Graph(
+                            id={"type": GRAPH, "name": name},
+                            config=graph_config(name),
+                            style={"height": f"{height_px}px"},
+                        ),
+                        type="circle",
+                        delay_show=150,
+                    ),
+                    html.Div(
+                        [
+                            dbc.Button(
+                                "CSV",
+                                id={"type": CSV_BUTTON, "name": name},
+                                size="sm",
+                                color="secondary",
+                                outline=True,
+                                title="Download this figure's data as CSV",
+                            ),
+                            dcc.Download(id={"type": CSV_DOWNLOAD, "name": name}),
+                        ],
+                        className="text-end",
+                    ),
+                ],
+                className="p-2",
+            )
+        ],
+        className="h-100 shadow-sm",
+    )
+
+
+def grid(cards: list, cols: dict[str, int] | None = None) -> dbc.Row:
+    """Lay out cards in a responsive grid (one column on phones)."""
+    widths = cols or {"xs": 12, "lg": 6}
+    return dbc.Row([dbc.Col(card, **widths, className="mb-3") for card in cards], className="g-3")
+
+
+def page_header(title: str, subtitle: str = "") -> html.Div:
+    """A page title with a one-line explanation."""
+    return html.Div([html.H4(title, className="mb-0"), html.P(subtitle, className="text-muted small mb-2")])

@@ -1,0 +1,60 @@
+"""The page shell (navbar, filter bar, page container) and the helpers every page layout starts with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+from flask import has_request_context
+
+from analytics.store import DatasetError
+from components.datasets import access as data
+from components.shell import controls
+from components.shell.state import empty_state, parse_params
+
+
+def page_state(params: dict[str, Any]) -> dict[str, Any]:
+    """The filter state of a page from its query parameters (the default dataset when none is named)."""
+    names = [d.name for d in data.list_datasets()]
+    flat = {k: (v[-1] if isinstance(v, list) else v) for k, v in params.items() if isinstance(v, str | list)}
+    state, _ = parse_params(flat, data.default_dataset(names, data.settings().default_dataset))
+    return state
+
+
+def dataset_problem(state: dict[str, Any]) -> html.Div | None:
+    """A message when the state's dataset is missing, else None."""
+    if not state["dataset"]:
+        return dbc.Alert(
+            ["No dataset yet. Build the bundled one with ", html.Code("helios demo"), " or ingest a trace."],
+            color="warning",
+        )
+    try:
+        data.open_dataset(state["dataset"])
+    except DatasetError as exc:
+        return dbc.Alert(str(exc), color="danger")
+    return None
+
+
+def layout() -> html.Div:
+    """The shell around every page; the filter values are filled in from the URL by a callback."""
+    # Dash calls this once without a request to check it: no data is read then.
+    names = [d.name for d in data.list_datasets()] if has_request_context() else []
+    state = empty_state(data.default_dataset(names, data.settings().default_dataset) if names else "")
+    return html.Div(
+        [
+            dcc.Location(id=controls.URL, refresh="callback-nav"),  # lets the pages router see filter changes
+            dcc.Store(id=controls.FILTER_STATE, data=state),
+            controls.navbar(state),
+            dbc.Container(
+                [
+                    controls.filter_bar(state, names),
+                    html.Div(id=controls.URL_ALERT),
+                    dash.page_container,
+                ],
+                fluid=True,
+                className="pb-4",
+            ),
+        ]
+    )

@@ -1,0 +1,526 @@
+"""What-if page callbacks: options, URL state, background run (progress, cancel), results, downloads."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import date, datetime
+from typing import Any
+
+import dash_bootstrap_components as dbc
+import polars as pl
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+from flask import current_app, has_app_context
+from plotly.io.json import to_json_plotly
+
+from analytics import store
+from components.server.background import background_manager, poll_interval_ms
+from components.server.settings import Settings
+from components.shell.controls import graph_config
+from components.whatif import figures as wf
+from components.whatif import form as ids
+from components.whatif import sweep as whatif_sweep
+from components.whatif.run import (
+    ScenarioProcessError,
+    get_or_run,
+    key_of,
+    metrics_json,
+    results_cache,
+    run_in_subprocess,
+)
+from components.whatif.state import (
+    POLICY_FIELDS,
+    default_form,
+    form_from_params,
+    form_to_config,
+    form_to_search,
+    preset_defaults,
+)
+from sim.scenario import RECORDED, ScenarioError, ScenarioResult, config_from_dict, config_to_dict
+
+USER_ERRORS = (ScenarioError, store.DatasetError, ValueError)
+RUNNING = "running…"
+LOST_RUN = "the run stopped without a result (the server worker was restarted?) — run it again"
+
+
+def app_settings() -> Settings:
+    """The settings of the serving app, or the environment's outside a request."""
+    if has_app_context() and "HELIOS_SETTINGS" in current_app.config:
+        return current_app.config["HELIOS_SETTINGS"]
+    return Settings.from_env()
+
+
+def dataset_choices(settings: Settings) -> list[str]:
+    """Names of the datasets in the data folder."""
+    return [d.name for d in store.list_datasets(settings.data_dir)]
+
+
+def dataset_scope(name: str, settings: Settings) -> tuple[list[str], str | None, str | None]:
+    """A dataset's clusters and its first and last submit day."""
+    ds = store.open_dataset(name, settings.data_dir)
+    row = ds.jobs().select(pl.col("submit_time").min().alias("a"), pl.col("submit_time").max().alias("b")).collect()
+    first, last = row.row(0)
+    clusters = ds.clusters or sorted(ds.jobs().select("cluster").unique().collect()["cluster"].to_list())
+    return clusters, first and first.date().isoformat(), last and last.date().isoformat()
+
+
+def cluster_vcs(name: str, cluster: str, settings: Settings) -> list[str]:
+    """The VCs of a cluster that have GPU jobs."""
+    ds = store.open_dataset(name, settings.data_dir)
+    lazy = ds.jobs().filter((pl.col("cluster") == cluster) & (pl.col("gpu_num") > 0)).select("vc").unique()
+    return sorted(lazy.collect()["vc"].drop_nulls().to_list())
+
+
+def initial_form(params: dict[str, str], settings: Settings) -> tuple[dict, list[str], dict, list[str]]:
+    """The page's form from URL parameters over sensible defaults: (form, datasets, scope, problems)."""
+    names = dataset_choices(settings)
+    wanted = params.get("ds") or (settings.default_dataset if settings.default_dataset in names else "")
+    dataset = wanted or (names[0] if names else "")
+    scope: dict = {"clusters": [], "vcs": [], "first": None, "last": None}
+    base = default_form(dataset)
+    if dataset in names:
+        clusters, first, last = dataset_scope(dataset, settings)
+        cluster = params.get("cluster") or (clusters[0] if clusters else "")
+        start = date.fromordinal(date.fromisoformat(last).toordinal() - 6).isoformat() if last else None
+        base = default_form(dataset, cluster, start, last)
+        vcs = cluster_vcs(dataset, cluster, settings) if cluster in clusters else []
+        scope = {"clusters": clusters, "vcs": vcs, "first": first, "last": last}
+    form, problems = form_from_params(params, base)
+    return form, names, scope, problems
+
+
+def page_layout(params: dict[str, Any]) -> html.Div:
+    """The what-if page for URL query parameters (a scenario with run=1 starts at once)."""
+    settings = app_settings()
+    flat = {k: (v[-1] if isinstance(v, list) else v) for k, v in params.items() if isinstance(v, str | list)}
+    try:
+        form, names, scope, problems = initial_form(flat, settings)
+    except store.DatasetError as exc:
+        return html.Div([html.H4("What-if"), dbc.Alert(str(exc), color="danger")])
+    if not names:
+        return html.Div(
+            [
+                html.H4("What-if"),
+                dbc.Alert(["No dataset yet. Build one with ", html.Code("helios demo"), "."], color="warning"),
+            ]
+        )
+    page = ids.layout(form, names, scope, flat.get("run") == "1", problems)
+    return html.Div([page, whatif_sweep.section()])
+
+
+# --- results ---
+
+
+def _graph(name: str, figure, height_px: int = 380) -> dcc.Graph:
+    return dcc.Graph(
+        id=f"whatif-graph-{name}",
+        figure=figure,
+        config=graph_config(name),
+        style={"height": f"{height_px}px"},
+    )
+
+
+def _card(title: str, body) -> dbc.Card:
+    return dbc.Card(dbc.CardBody([html.H6(title, className="mb-2"), body], className="p-2"), className="mb-3 shadow-sm")
+
+
+def _predictor_text(predictor: dict) -> html.Div:
+    return html.Div(
+        [
+            html.Span(f"MAE {wf.human_duration(predictor.get('mae_s'))}", className="me-3"),
+            html.Span(f"median abs. error {predictor.get('median_ape_pct', 0):,.0f} %", className="me-3"),
+            html.Span(f"Spearman ρ {predictor.get('spearman', float('nan')):.3f}", id="whatif-spearman"),
+        ],
+        className="small mb-2",
+    )
+
+
+def _importance_row(importance: dict[str, float] | None) -> dbc.Row | None:
+    if importance is None:
+        return None
+    figure = wf.importance_figure(wf.importance_frame(importance))
+    return dbc.Row([dbc.Col(_graph("importance", figure, 340), lg=6)], className="g-3")
+
+
+def results_children(result: ScenarioResult) -> list:
+    """Everything the page shows for a scenario result."""
+    nodes = sum(result.vc_nodes.values())
+    window = f"{result.window[0]} → {result.window[1]}, {result.jobs:,} GPU jobs on {nodes} nodes"
+    children: list = [html.Div(window, className="small text-muted mb-1", id="whatif-window")]
+    if result.summary.height:
+        children += [
+            _card("Comparison with what really happened", wf.comparison_table(result.summary)),
+            dbc.Row(
+                [
+                    dbc.Col(_graph("jct-cdf", wf.cdf_figure(result.cdf, "jct_s", "Job completion time CDF")), lg=6),
+                    dbc.Col(_graph("queue-cdf", wf.cdf_figure(result.cdf, "queue_s", "Queueing delay CDF")), lg=6),
+                ],
+                className="g-3",
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(_graph("vc-queue", wf.per_vc_queue_figure(result.per_vc)), lg=6),
+                    dbc.Col(_graph("timeline", wf.timeline_figure(result.timeline), 460), lg=6),
+                ],
+                className="g-3",
+            ),
+        ]
+    pred = result.predictor
+    children.append(
+        _card(
+            "Duration predictor",
+            html.Div(
+                [
+                    _predictor_text(pred),
+                    dbc.Row(
+                        [
+                            dbc.Col(_graph("density", wf.density_figure(pred["density"], pred["name"])), lg=6),
+                            dbc.Col(_graph("ladder", wf.ladder_figure(result.ladder)), lg=6),
+                        ]
+                    ),
+                    _importance_row(result.importance),
+                ]
+            ),
+        )
+    )
+    if result.ces is not None:
+        children.append(
+            _card(
+                "Cluster energy saving",
+                html.Div(
+                    [
+                        wf.ces_numbers(result.ces["metrics"]),
+                        _graph("ces", wf.ces_figure(result.ces["timeline"])),
+                    ]
+                ),
+            )
+        )
+    return children
+
+
+def _shown(result: ScenarioResult, key: str, seconds: float, cached: bool) -> tuple:
+    status = f"{'from cache' if cached else 'ran'} in {seconds:.1f} s"
+    return results_children(result), {"key": key, "cached": cached}, status
+
+
+# --- callbacks ---
+
+
+def one_line(exc: Exception, max_chars: int = 300) -> str:
+    """An exception's message on one line, cut to max_chars characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+
+
+def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings: Settings):
+    """Validate the form, put it in the URL; show a cached result at once, else start the background run."""
+    if ctx.triggered_id != ids.RUN and not autorun:
+        raise PreventUpdate
+    try:
+        form = ids.form_of(list(values), policy_values, energy_values)
+        config = form_to_config(form)
+        key = key_of(config, settings.data_dir)
+    except (*USER_ERRORS, TypeError) as exc:
+        return (
+            no_update,
+            dbc.Alert(one_line(exc), color="danger", className="py-1 small"),
+            no_update,
+            no_update,
+            no_update,
+            "",
+        )
+    search = form_to_search(form)
+    hit = results_cache(settings).get(key)
+    if hit is not None:
+        return search, None, no_update, *_shown(hit, key, 0.0, True)
+    return (
+        search,
+        None,
+        {"config": config_to_dict(config), "token": uuid.uuid4().hex},
+        no_update,
+        no_update,
+        RUNNING,
+    )
+
+
+def render_scenario(config_data: dict, settings: Settings, report) -> dict:
+    """Run (or fetch) a scenario and render it as plain JSON {children, meta, status}, in a subprocess."""
+    config = config_from_dict(config_data)
+    key, result, seconds, cached = get_or_run(config, settings.data_dir, results_cache(settings), report)
+    children, meta, status = _shown(result, key, seconds, cached)
+    return {"children": json.loads(to_json_plotly(children)), "meta": meta, "status": status}
+
+
+def run_job(set_progress, request: dict | None, settings: Settings) -> tuple:
+    """The background job: run the scenario in a subprocess, reporting progress, and return its rendering."""
+    if not request:
+        raise PreventUpdate
+
+    def progress(fraction: float, message: str) -> None:
+        set_progress((round(fraction * 100), message))
+
+    try:
+        out = run_in_subprocess(render_scenario, (request["config"], settings), progress)
+    except ScenarioProcessError as exc:
+        return no_update, no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
+    return out["children"], out["meta"], out["status"], None
+
+
+def lost_run_js(settle_ms: int = 500) -> str:
+    """JS showing LOST_RUN when Run re-enables on an uncancelled run whose status still says running."""
+    # Dash ends a vanished job (its worker was killed) without any output, leaving the status line as it was.
+    alert = {"type": "Alert", "namespace": "dash_bootstrap_components"}
+    alert["props"] = {"children": LOST_RUN, "color": "danger", "className": "py-1 small"}
+    return f"""async (disabled, request, cancelled) => {{
+    const skip = window.dash_clientside.no_update;
+    if (disabled || !request || request.token === cancelled) return [skip, skip];
+    await new Promise((resolve) => setTimeout(resolve, {settle_ms}));  // let a result or error land first
+    const status = document.getElementById({json.dumps(ids.STATUS)});
+    if (!status || status.innerText !== {json.dumps(RUNNING)}) return [skip, skip];
+    return ["failed", {json.dumps(alert)}];
+}}"""
+
+
+def _cached_result(meta: dict | None, settings: Settings) -> ScenarioResult | None:
+    if not meta or not meta.get("key"):
+        return None
+    return results_cache(settings).get(meta["key"])
+
+
+def show_panels(meta: dict | None) -> tuple:
+    """Show the downloads and the 'why wait' panel once a result is on the page."""
+    style = None if meta else ids.HIDDEN
+    return style, style
+
+
+def wait_schemes(meta: dict | None, settings: Settings) -> tuple:
+    """The schedules offered by the 'why wait' panel (the first simulated policy first)."""
+    result = _cached_result(meta, settings)
+    if result is None or result.records.is_empty():
+        return [], None
+    schemes = [s for s in wf.SCHEME_ORDER if s in set(result.records["scheme"].unique().to_list())]
+    first = next((s for s in schemes if s != RECORDED), schemes[0] if schemes else None)
+    return schemes, first
+
+
+def wait_jobs(scheme: str | None, meta: dict | None, settings: Settings) -> tuple:
+    """The longest waits under scheme as drop-down options, the longest chosen."""
+    result = _cached_result(meta, settings)
+    if result is None or not scheme:
+        return [], None
+    top = wf.longest_waits(result.records, scheme)
+    options = [
+        {
+            "label": " · ".join(
+                (
+                    f"job {r['job_id']}",
+                    r["vc"],
+                    f"{r['gpu_num']} GPUs",
+                    f"waited {wf.human_duration(r['queue_s'])}",
+                )
+            ),
+            "value": r["job_id"],
+        }
+        for r in top.iter_rows(named=True)
+    ]
+    return options, options[0]["value"] if options else None
+
+
+def wait_view(job_id, scheme: str | None, meta: dict | None, settings: Settings) -> tuple:
+    """The chosen job's queue position in the recorded and simulated schedules, and the jobs ahead of it."""
+    result = _cached_result(meta, settings)
+    if result is None or job_id is None or not scheme:
+        return wf.wait_figure(pl.DataFrame(), -1, datetime(2000, 1, 1), []), None
+    t0 = datetime.fromisoformat(result.window[0])
+    schemes = [s for s in (RECORDED, scheme) if s in set(result.records["scheme"].unique().to_list())]
+    figure = wf.wait_figure(result.records, int(job_id), t0, list(dict.fromkeys(schemes)))
+    return figure, wf.ahead_table(result.records, scheme, int(job_id))
+
+
+def download(n_summary, n_records, n_json, n_ces, meta: dict | None, settings: Settings):
+    """Send the comparison table, the per-job records, the metrics or the CES timeline of the shown result."""
+    result = _cached_result(meta, settings)
+    if result is None or not ctx.triggered_id:
+        raise PreventUpdate
+    stem = f"helios-whatif-{meta['key'][:8]}"
+    if ctx.triggered_id == ids.DL_SUMMARY:
+        return dcc.send_string(result.summary.write_csv(), f"{stem}-comparison.csv")
+    if ctx.triggered_id == ids.DL_RECORDS:
+        return dcc.send_string(result.records.write_csv(), f"{stem}-jobs.csv")
+    if ctx.triggered_id == ids.DL_JSON:
+        return dcc.send_string(metrics_json(result), f"{stem}-metrics.json")
+    if result.ces is None:
+        raise PreventUpdate
+    return dcc.send_string(result.ces["timeline"].write_csv(), f"{stem}-ces-timeline.csv")
+
+
+def download_importance(n_clicks, meta: dict | None, settings: Settings):
+    """Send LightGBM's feature importance of the shown result as CSV."""
+    result = _cached_result(meta, settings)
+    if not n_clicks or result is None or result.importance is None:
+        raise PreventUpdate
+    frame = wf.importance_frame(result.importance)
+    return dcc.send_string(frame.write_csv(), f"helios-whatif-{meta['key'][:8]}-feature-importance.csv")
+
+
+def importance_button_style(meta: dict | None, settings: Settings) -> dict | None:
+    """Show the feature-importance download only when the shown result has a LightGBM model."""
+    result = _cached_result(meta, settings)
+    return None if result is not None and result.importance is not None else ids.HIDDEN
+
+
+def scope_options(dataset: str | None, settings: Settings) -> tuple:
+    """Cluster choices and date bounds of the chosen dataset."""
+    if not dataset:
+        return [], None, None
+    try:
+        clusters, first, last = dataset_scope(dataset, settings)
+    except store.DatasetError:
+        return [], None, None
+    return clusters, first, last
+
+
+def vc_options(dataset: str | None, cluster: str | None, settings: Settings) -> list[str]:
+    """VC choices of the chosen cluster."""
+    if not dataset or not cluster:
+        return []
+    try:
+        return cluster_vcs(dataset, cluster, settings)
+    except store.DatasetError:
+        return []
+
+
+def register(app: Dash, settings: Settings | None = None, manager=None) -> None:
+    """Register the what-if callbacks on app (the background run uses manager, else background_manager())."""
+    settings = settings or app.server.config.get("HELIOS_SETTINGS") or Settings.from_env()
+    manager = manager or getattr(app, "_background_manager", None) or background_manager(settings)
+    form_states = [State(cid, prop) for cid, prop in ids.FORM_STATES]
+    app.callback(
+        Output(ids.URL, "search"),
+        Output(ids.ERROR, "children"),
+        Output(ids.CONFIG, "data"),
+        Output(ids.RESULTS, "children", allow_duplicate=True),
+        Output(ids.RESULT, "data", allow_duplicate=True),
+        Output(ids.STATUS, "children", allow_duplicate=True),
+        Input(ids.RUN, "n_clicks"),
+        Input(ids.AUTORUN, "data"),
+        State({"type": ids.CES_POLICY, "name": ALL}, "value"),
+        State({"type": ids.CES_ENERGY, "name": ALL}, "value"),
+        *form_states,
+        prevent_initial_call="initial_duplicate",
+    )(lambda *a: start_run(*a, settings=settings))
+    app.callback(
+        Output(ids.RESULTS, "children"),
+        Output(ids.RESULT, "data"),
+        Output(ids.STATUS, "children"),
+        Output(ids.ERROR, "children", allow_duplicate=True),
+        Input(ids.CONFIG, "data"),
+        background=True,
+        manager=manager,
+        interval=poll_interval_ms(),
+        progress=[Output(ids.PROGRESS, "value"), Output(ids.PROGRESS, "label")],
+        progress_default=[0, ""],
+        running=[
+            (Output(ids.RUN, "disabled"), True, False),
+            (Output(ids.CANCEL, "disabled"), False, True),
+            (Output(ids.PROGRESS_WRAP, "style"), {"display": "block"}, ids.HIDDEN),
+        ],
+        cancel=[Input(ids.CANCEL, "n_clicks")],
+        prevent_initial_call=True,
+    )(lambda set_progress, request: run_job(set_progress, request, settings))
+    app.callback(
+        Output(ids.STATUS, "children", allow_duplicate=True),
+        Input(ids.CANCEL, "n_clicks"),
+        prevent_initial_call=True,
+    )(lambda n: "cancelled" if n else no_update)
+    app.clientside_callback(
+        "(n, request) => (n && request) ? request.token : window.dash_clientside.no_update",
+        Output(ids.CANCELLED, "data"),
+        Input(ids.CANCEL, "n_clicks"),
+        State(ids.CONFIG, "data"),
+        prevent_initial_call=True,
+    )
+    app.clientside_callback(
+        lost_run_js(),
+        Output(ids.STATUS, "children", allow_duplicate=True),
+        Output(ids.ERROR, "children", allow_duplicate=True),
+        Input(ids.RUN, "disabled"),
+        State(ids.CONFIG, "data"),
+        State(ids.CANCELLED, "data"),
+        prevent_initial_call=True,
+    )
+    _register_panels(app, settings)
+    _register_form(app, settings)
+    whatif_sweep.register(app, settings, manager, form_states)
+
+
+def _register_panels(app: Dash, settings: Settings) -> None:
+    app.callback(
+        Output(ids.DOWNLOADS, "style"),
+        Output(ids.WAIT_PANEL, "style"),
+        Input(ids.RESULT, "data"),
+    )(show_panels)
+    app.callback(
+        Output(ids.WAIT_SCHEME, "options"),
+        Output(ids.WAIT_SCHEME, "value"),
+        Input(ids.RESULT, "data"),
+    )(lambda meta: wait_schemes(meta, settings))
+    app.callback(
+        Output(ids.WAIT_JOB, "options"),
+        Output(ids.WAIT_JOB, "value"),
+        Input(ids.WAIT_SCHEME, "value"),
+        State(ids.RESULT, "data"),
+    )(lambda scheme, meta: wait_jobs(scheme, meta, settings))
+    app.callback(
+        Output(ids.WAIT_GRAPH, "figure"),
+        Output(ids.WAIT_TABLE, "children"),
+        Input(ids.WAIT_JOB, "value"),
+        State(ids.WAIT_SCHEME, "value"),
+        State(ids.RESULT, "data"),
+    )(lambda job, scheme, meta: wait_view(job, scheme, meta, settings))
+    app.callback(
+        Output(ids.DOWNLOAD, "data"),
+        Input(ids.DL_SUMMARY, "n_clicks"),
+        Input(ids.DL_RECORDS, "n_clicks"),
+        Input(ids.DL_JSON, "n_clicks"),
+        Input(ids.DL_CES, "n_clicks"),
+        State(ids.RESULT, "data"),
+        prevent_initial_call=True,
+    )(lambda a, b, c, d, meta: download(a, b, c, d, meta, settings))
+    app.callback(
+        Output(ids.DOWNLOAD_IMPORTANCE, "data"),
+        Input(ids.DL_IMPORTANCE, "n_clicks"),
+        State(ids.RESULT, "data"),
+        prevent_initial_call=True,
+    )(lambda n, meta: download_importance(n, meta, settings))
+    app.callback(
+        Output(ids.DL_IMPORTANCE, "style"),
+        Input(ids.RESULT, "data"),
+    )(lambda meta: importance_button_style(meta, settings))
+
+
+def _register_form(app: Dash, settings: Settings) -> None:
+    app.callback(
+        Output(ids.CLUSTER, "options"),
+        Output(ids.DATES, "min_date_allowed"),
+        Output(ids.DATES, "max_date_allowed"),
+        Input(ids.DATASET, "value"),
+    )(lambda dataset: scope_options(dataset, settings))
+    app.callback(
+        Output(ids.VCS, "options"),
+        Input(ids.DATASET, "value"),
+        Input(ids.CLUSTER, "value"),
+    )(lambda dataset, cluster: vc_options(dataset, cluster, settings))
+    app.callback(
+        Output(ids.CES_BODY, "style"),
+        Input(ids.CES_ENABLED, "value"),
+    )(lambda on: None if on else ids.HIDDEN)
+    app.callback(
+        Output(ids.CES_SCHEDULE, "options"),
+        Input(ids.POLICIES, "value"),
+    )(lambda chosen: [RECORDED, *(chosen or [])])
+    app.callback(
+        Output({"type": ids.CES_POLICY, "name": ALL}, "placeholder"),
+        Input(ids.CES_PRESET, "value"),
+    )(lambda preset: [str(preset_defaults(preset or "philly")[n]) for n in POLICY_FIELDS])

@@ -1,0 +1,366 @@
+"""Pure figure and table builders of the what-if results: each takes part of a ScenarioResult."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import dash_bootstrap_components as dbc
+import numpy as np
+import plotly.graph_objects as go
+import polars as pl
+from dash import html
+from plotly.subplots import make_subplots
+
+from components.charts.figures import PALETTE, empty_figure, style
+from sim.scenario import RECORDED
+
+SCHEME_ORDER: tuple[str, ...] = (RECORDED, "fifo", "sjf", "srtf", "qssf", "las")
+SCHEME_COLORS: dict[str, str] = {
+    RECORDED: "#000000",
+    "fifo": PALETTE[3],
+    "sjf": PALETTE[1],
+    "srtf": PALETTE[2],
+    "qssf": PALETTE[0],
+    "las": PALETTE[5],
+}
+TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("scheme", "Scheme", "text"),
+    ("jobs", "Jobs", "int"),
+    ("avg_jct_s", "Mean JCT", "dur"),
+    ("median_jct_s", "Median JCT", "dur"),
+    ("p95_jct_s", "p95 JCT", "dur"),
+    ("p99_jct_s", "p99 JCT", "dur"),
+    ("avg_queue_s", "Mean queue", "dur"),
+    ("median_queue_s", "Median queue", "dur"),
+    ("p95_queue_s", "p95 queue", "dur"),
+    ("p99_queue_s", "p99 queue", "dur"),
+    ("avg_bounded_slowdown", "Bounded slowdown", "num"),
+    ("gpu_util_pct", "GPU util %", "num"),
+    ("unplaceable", "Unplaceable", "int"),
+    ("avg_jct_x_vs_recorded", "JCT × vs recorded", "factor"),
+    ("avg_jct_x_vs_fifo", "JCT × vs FIFO", "factor"),
+    ("avg_queue_x_vs_recorded", "Queue × vs recorded", "factor"),
+    ("avg_queue_x_vs_fifo", "Queue × vs FIFO", "factor"),
+)
+TOP_VCS = 10
+CES_NUMBERS: tuple[tuple[str, str, str], ...] = (
+    ("original_used_pct", "Used nodes, always on", "%"),
+    ("optimized_used_pct", "Used nodes, CES", "%"),
+    ("poweroff_mean_nodes", "Nodes off (mean)", "nodes"),
+    ("energy_saved_kwh", "Energy saved", "kWh"),
+    ("energy_saved_pct", "Energy saved", "%"),
+    ("cost_saved", "Cost saved", "currency"),
+    ("co2_saved_kg", "CO₂ saved", "kg"),
+    ("lack_node_steps", "Shortfall", "node-steps"),
+    ("lack_max_nodes", "Worst shortfall", "nodes"),
+    ("daily_change_times", "Power changes", "per day"),
+)
+
+
+def scheme_color(scheme: str) -> str:
+    """The fixed colour of a scheme (recorded or a policy)."""
+    return SCHEME_COLORS.get(scheme, PALETTE[6])
+
+
+def _schemes(df: pl.DataFrame) -> list[str]:
+    present = set(df.get_column("scheme").unique().to_list())
+    return [s for s in SCHEME_ORDER if s in present] + sorted(present - set(SCHEME_ORDER))
+
+
+def human_duration(seconds: float | None) -> str:
+    """Seconds as a short human string (45 s, 12.5 min, 3.2 h, 4.1 d)."""
+    if seconds is None or not np.isfinite(seconds):
+        return "–"
+    for limit, div, unit in ((60, 1, "s"), (3600, 60, "min"), (86_400, 3600, "h")):
+        if abs(seconds) < limit:
+            return f"{seconds / div:.3g} {unit}" if div > 1 else f"{seconds:.0f} s"
+    return f"{seconds / 86_400:.3g} d"
+
+
+def _cell(value, kind: str) -> str:
+    if value is None:
+        return "–"
+    if kind == "dur":
+        return human_duration(value)
+    if kind == "int":
+        return f"{int(value):,}"
+    if kind == "factor":
+        return f"{value:.2f}×"
+    if kind == "num":
+        return f"{value:,.1f}"
+    return str(value)
+
+
+def comparison_table(summary: pl.DataFrame) -> dbc.Table:
+    """The recorded baseline and each policy: JCT, queue, slowdown, utilisation and improvement factors."""
+    cols = [c for c in TABLE_COLUMNS if c[0] in summary.columns]
+    # NOTE: headers wrap (17 columns); cells stay on one line so numbers never break
+    head = html.Thead(html.Tr([html.Th(label, className="align-bottom") for _, label, _ in cols]))
+    rows = []
+    for row in summary.iter_rows(named=True):
+        cells = [html.Td(_cell(row[name], kind), className="text-nowrap") for name, _, kind in cols]
+        rows.append(html.Tr(cells, id=f"whatif-row-{row['scheme']}"))
+    table = dbc.Table([head, html.Tbody(rows)], bordered=False, hover=True, size="sm", responsive=True, striped=True)
+    table.className = "small"
+    return table
+
+
+def cdf_figure(cdf: pl.DataFrame, metric: str, title: str) -> go.Figure:
+    """CDF of JCT or queue delay per scheme on a log time axis."""
+    part = cdf.filter(pl.col("metric") == metric) if cdf.height else cdf
+    if part.is_empty():
+        return empty_figure("No jobs ran.", title)
+    fig = go.Figure()
+    for scheme in _schemes(part):
+        rows = part.filter(pl.col("scheme") == scheme)
+        x = np.maximum(rows["value_s"].to_numpy(), 1.0)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=rows["fraction"].to_numpy() * 100,
+                name=scheme,
+                mode="lines",
+                line={"color": scheme_color(scheme), "dash": "dot" if scheme == RECORDED else "solid"},
+            )
+        )
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(range=[0, 100])
+    return style(fig, title, "seconds (log; 0 shown at 1 s)", "% of jobs")
+
+
+def per_vc_queue_figure(per_vc: pl.DataFrame) -> go.Figure:
+    """Average queue per VC and scheme: the top VCs by FIFO (else first) queue plus 'all' (paper Fig. 13)."""
+    title = "Average queueing delay per VC"
+    if per_vc.is_empty():
+        return empty_figure("No jobs ran.", title)
+    schemes = _schemes(per_vc)
+    ranking = "fifo" if "fifo" in schemes else schemes[0]
+    top = per_vc.filter(pl.col("scheme") == ranking).sort("avg_queue_s", descending=True).head(TOP_VCS)["vc"].to_list()
+    overall = per_vc.group_by("scheme").agg(
+        ((pl.col("avg_queue_s") * pl.col("jobs")).sum() / pl.col("jobs").sum()).alias("avg_queue_s")
+    )
+    fig = go.Figure()
+    for scheme in schemes:
+        rows = per_vc.filter(pl.col("scheme") == scheme)
+        lookup = dict(zip(rows["vc"].to_list(), rows["avg_queue_s"].to_list(), strict=True))
+        lookup["all"] = overall.filter(pl.col("scheme") == scheme)["avg_queue_s"][0]
+        names = [*top, "all"]
+        fig.add_trace(go.Bar(x=names, y=[lookup.get(v) for v in names], name=scheme, marker_color=scheme_color(scheme)))
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(type="log")
+    return style(fig, title, "VC", "average queue (s, log)")
+
+
+def timeline_figure(timeline: pl.DataFrame) -> go.Figure:
+    """Jobs waiting (top) and GPU utilisation (bottom) over the window, per scheme."""
+    title = "Queue length and GPU utilisation over time"
+    if timeline.is_empty():
+        return empty_figure("No timeline.", title)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    for scheme in _schemes(timeline):
+        rows = timeline.filter(pl.col("scheme") == scheme)
+        color, dash = scheme_color(scheme), "dot" if scheme == RECORDED else "solid"
+        util = rows["used_gpus"].to_numpy() / np.maximum(rows["capacity_gpus"].to_numpy(), 1) * 100
+        common = {"x": rows["time"], "mode": "lines", "name": scheme, "line": {"color": color, "dash": dash}}
+        fig.add_trace(go.Scatter(y=rows["queued_jobs"], legendgroup=scheme, **common), row=1, col=1)
+        fig.add_trace(go.Scatter(y=util, legendgroup=scheme, showlegend=False, **common), row=2, col=1)
+    fig.update_yaxes(title_text="jobs waiting", row=1, col=1)
+    fig.update_yaxes(title_text="GPU utilisation %", row=2, col=1)
+    return style(fig, title)
+
+
+def density_figure(density: pl.DataFrame, name: str) -> go.Figure:
+    """Predicted vs actual duration as a log-log density, with the perfect-prediction diagonal."""
+    title = f"Predicted vs actual duration ({name})"
+    if density.is_empty():
+        return empty_figure("No predictions.", title)
+    fig = go.Figure(
+        go.Scatter(
+            x=10 ** density["log10_actual_s"].to_numpy(),
+            y=10 ** density["log10_predicted_s"].to_numpy(),
+            mode="markers",
+            marker={
+                "size": 7,
+                "symbol": "square",
+                "color": np.log10(density["jobs"].to_numpy() + 1),
+                "colorscale": "Blues",
+                "showscale": True,
+                "colorbar": {"title": "log10 jobs"},
+            },
+            text=[f"{n:,} jobs" for n in density["jobs"].to_list()],
+            hovertemplate="actual %{x:.3s} s<br>predicted %{y:.3s} s<br>%{text}<extra></extra>",
+            showlegend=False,
+        )
+    )
+    top = float(10 ** max(density["log10_actual_s"].max(), density["log10_predicted_s"].max()))
+    fig.add_trace(go.Scatter(x=[1, top], y=[1, top], mode="lines", line={"color": "#9ca3af", "dash": "dash"}))
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    fig.update_layout(showlegend=False)
+    return style(fig, title, "actual duration (s)", "predicted duration (s)")
+
+
+def ladder_figure(ladder: pl.DataFrame | None) -> go.Figure:
+    """QSSF's average JCT with each predictor, from perfect (oracle) to no information."""
+    title = "QSSF average JCT by predictor quality"
+    if ladder is None or ladder.is_empty():
+        return empty_figure("Enable 'predictor ladder' to compare predictors.", title)
+    labels = [
+        f"{p}<br>ρ={r:.2f}" if r is not None else p
+        for p, r in zip(ladder["predictor"].to_list(), ladder["spearman"].to_list(), strict=True)
+    ]
+    fig = go.Figure(go.Bar(x=labels, y=ladder["avg_jct_s"], marker_color=PALETTE[0], name="avg JCT"))
+    return style(fig, title, "predictor (Spearman ρ with true duration)", "average JCT (s)")
+
+
+def importance_frame(importance: dict[str, float] | None) -> pl.DataFrame:
+    """LightGBM's gain share (%) per feature as a frame (feature, gain_pct), the largest first."""
+    if not importance:
+        return pl.DataFrame(schema={"feature": pl.String, "gain_pct": pl.Float64})
+    frame = pl.DataFrame({"feature": list(importance), "gain_pct": list(importance.values())})
+    return frame.sort("gain_pct", descending=True, maintain_order=True)
+
+
+def importance_figure(importance: pl.DataFrame) -> go.Figure:
+    """LightGBM's gain share per feature as horizontal bars, the largest on top."""
+    title = "LightGBM feature importance (gain)"
+    if importance.is_empty():
+        return empty_figure("No LightGBM model was fitted.", title)
+    rows = importance.sort("gain_pct", maintain_order=True)  # Plotly draws the first bar at the bottom
+    fig = go.Figure(
+        go.Bar(
+            x=rows["gain_pct"].to_list(),
+            y=rows["feature"].to_list(),
+            orientation="h",
+            marker_color=PALETTE[0],
+            hovertemplate="%{y}: %{x:.1f} % of the total gain<extra></extra>",
+        )
+    )
+    fig.update_yaxes(type="category")
+    fig.update_layout(showlegend=False)
+    return style(fig, title, "gain (share of total, %)", "feature")
+
+
+def ces_figure(timeline: pl.DataFrame) -> go.Figure:
+    """Running, predicted, powered-on and total nodes over the CES window (paper Figs. 14/15)."""
+    title = "CES: nodes over time"
+    if timeline.is_empty():
+        return empty_figure("No CES timeline.", title)
+    fig = go.Figure()
+    lines = (
+        ("total", "total", PALETTE[6], "dash"),
+        ("active", "powered on", PALETTE[3], "solid"),
+        ("running", "running", PALETTE[0], "solid"),
+        ("prediction", "predicted", PALETTE[1], "dot"),
+    )
+    for col, name, color, dash in lines:
+        fig.add_trace(
+            go.Scatter(
+                x=timeline["time"],
+                y=timeline[col],
+                name=name,
+                mode="lines",
+                line={"color": color, "dash": dash},
+            )
+        )
+    return style(fig, title, "", "nodes")
+
+
+def ces_numbers(metrics: dict) -> dbc.Row:
+    """The CES outcome as a row of small number cards."""
+    cards = []
+    for key, label, unit in CES_NUMBERS:
+        value = metrics.get(key)
+        shown = "–" if value is None else (f"{value:,.1f}" if isinstance(value, float) else f"{value:,}")
+        body = [
+            html.Div(label, className="small text-muted"),
+            html.Div(f"{shown} {unit}", className="fw-semibold"),
+        ]
+        cards.append(dbc.Col(dbc.Card(dbc.CardBody(body, className="p-2"), id=f"whatif-ces-{key}"), xs=6, md=3, xl=2))
+    return dbc.Row(cards, className="g-2 mb-2")
+
+
+def longest_waits(records: pl.DataFrame, scheme: str, limit: int = 20) -> pl.DataFrame:
+    """The jobs that waited longest under scheme."""
+    return (
+        records.filter((pl.col("scheme") == scheme) & pl.col("placed"))
+        .sort(["queue_s", "job_id"], descending=[True, False])
+        .head(limit)
+        .select("job_id", "vc", "gpu_num", "duration_s", "queue_s")
+    )
+
+
+def jobs_ahead(records: pl.DataFrame, scheme: str, job_id: int) -> tuple[dict, pl.DataFrame]:
+    """Job job_id under scheme and the jobs of its VC that waited with it and started before it."""
+    mine = records.filter((pl.col("scheme") == scheme) & (pl.col("job_id") == job_id))
+    if mine.is_empty():
+        return {}, pl.DataFrame()
+    job = mine.row(0, named=True)
+    ahead = records.filter(
+        (pl.col("scheme") == scheme)
+        & (pl.col("vc") == job["vc"])
+        & pl.col("placed")
+        & (pl.col("job_id") != job_id)
+        & (pl.col("submit_s") < job["start_s"])
+        & (pl.col("start_s") > job["submit_s"])
+        & (pl.col("start_s") <= job["start_s"])
+    )
+    return job, ahead
+
+
+def queue_position(job: dict, ahead: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Step function of the jobs ahead of job that are still waiting, from its submit to its start."""
+    if not job:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    sub, st = ahead["submit_s"].to_numpy(), ahead["start_s"].to_numpy()
+    times = np.unique(np.concatenate([[job["submit_s"], job["start_s"]], np.clip(sub, job["submit_s"], None), st]))
+    times = times[(times >= job["submit_s"]) & (times <= job["start_s"])]
+    waiting = [(int(((sub <= t) & (st > t)).sum())) for t in times.tolist()]
+    return times, np.asarray(waiting, dtype=np.int64)
+
+
+def wait_figure(records: pl.DataFrame, job_id: int, t0: datetime, schemes: list[str]) -> go.Figure:
+    """The chosen job's queue position over time (jobs ahead of it still waiting) in each scheme."""
+    title = f"Why did job {job_id} wait? Jobs ahead of it, still waiting"
+    fig = go.Figure()
+    for scheme in schemes:
+        job, ahead = jobs_ahead(records, scheme, job_id)
+        times, waiting = queue_position(job, ahead)
+        if times.shape[0] == 0:
+            continue
+        x = [t0 + timedelta(seconds=int(s)) for s in times.tolist()]
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=waiting,
+                name=f"{scheme}: waited {human_duration(job['queue_s'])}",
+                mode="lines",
+                line={"shape": "hv", "color": scheme_color(scheme)},
+            )
+        )
+    if not fig.data:
+        return empty_figure("Pick a job from the table of longest waits.", title)
+    return style(fig, title, "", "jobs ahead, waiting")
+
+
+def ahead_table(records: pl.DataFrame, scheme: str, job_id: int, limit: int = 15) -> dbc.Table:
+    """The largest jobs (GPU time) that started ahead of job_id under scheme."""
+    _, ahead = jobs_ahead(records, scheme, job_id)
+    if ahead.is_empty():
+        return dbc.Table([html.Tbody(html.Tr(html.Td("No job started ahead of it while it waited.")))], size="sm")
+    top = ahead.with_columns((pl.col("gpu_num") * pl.col("duration_s")).alias("gpu_s")).sort("gpu_s", descending=True)
+    head = html.Thead(html.Tr([html.Th(c) for c in ("job", "GPUs", "duration", "submitted +", "started +")]))
+    rows = [
+        html.Tr(
+            [
+                html.Td(r["job_id"]),
+                html.Td(r["gpu_num"]),
+                html.Td(human_duration(r["duration_s"])),
+                html.Td(human_duration(r["submit_s"])),
+                html.Td(human_duration(r["start_s"])),
+            ]
+        )
+        for r in top.head(limit).iter_rows(named=True)
+    ]
+    caption = html.Caption(f"{ahead.height} jobs of the VC started ahead of it under {scheme}; largest first")
+    return dbc.Table([caption, head, html.Tbody(rows)], size="sm", striped=True)

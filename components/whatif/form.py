@@ -1,0 +1,415 @@
+"""The what-if page layout: scenario form, run/cancel with progress bar, results and the 'why wait' panel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+from components.whatif.state import (
+    ENERGY_FIELDS,
+    POLICY_FIELDS,
+    default_form,
+    energy_defaults,
+    overrides,
+    preset_defaults,
+)
+from sim import placers, policies
+from sim.ces.energy import EnergyParams
+from sim.ces.policy import PRESETS, PolicyParams
+from sim.ces.run import MODES
+from sim.estimators import ESTIMATORS
+from sim.scenario import RECORDED
+
+URL = "whatif-url"
+AUTORUN = "whatif-autorun"
+DATASET = "whatif-dataset"
+CLUSTER = "whatif-cluster"
+VCS = "whatif-vcs"
+DATES = "whatif-dates"
+POLICIES = "whatif-policies"
+PLACER = "whatif-placer"
+BACKFILL = "whatif-backfill"
+ESTIMATOR = "whatif-estimator"
+NOISE = "whatif-noise"
+LOAD = "whatif-load"
+CAPACITY = "whatif-capacity"
+LADDER = "whatif-ladder"
+CES_ENABLED = "whatif-ces-enabled"
+CES_BODY = "whatif-ces-body"
+CES_PRESET = "whatif-ces-preset"
+CES_MODE = "whatif-ces-mode"
+CES_SCHEDULE = "whatif-ces-schedule"
+CES_POLICY = "whatif-ces-policy"  # pattern-matching type, one input per PolicyParams field
+CES_ENERGY = "whatif-ces-energy"  # pattern-matching type, one input per EnergyParams field
+RUN = "whatif-run"
+CANCEL = "whatif-cancel"
+PROGRESS = "whatif-progress"
+PROGRESS_WRAP = "whatif-progress-wrap"
+ERROR = "whatif-error"
+STATUS = "whatif-status"
+CONFIG = "whatif-config"
+CANCELLED = "whatif-cancelled"  # the token of the run the user cancelled
+RESULT = "whatif-result"
+RESULTS = "whatif-results"
+DOWNLOADS = "whatif-downloads"
+DL_SUMMARY = "whatif-dl-summary"
+DL_RECORDS = "whatif-dl-records"
+DL_JSON = "whatif-dl-json"
+DL_CES = "whatif-dl-ces"
+DL_IMPORTANCE = "whatif-dl-importance"
+DOWNLOAD = "whatif-download"
+DOWNLOAD_IMPORTANCE = "whatif-download-importance"
+WAIT_PANEL = "whatif-wait"
+WAIT_SCHEME = "whatif-wait-scheme"
+WAIT_JOB = "whatif-wait-job"
+WAIT_GRAPH = "whatif-wait-graph"
+WAIT_TABLE = "whatif-wait-table"
+
+PREDICTOR_LABELS = {
+    "oracle": "oracle (true durations)",
+    "noisy-oracle": "noisy oracle",
+    "history": "user history",
+    "lightgbm": "LightGBM (slow: fits in ~30 s+)",
+}
+HIDDEN = {"display": "none"}
+FORM_STATES = (
+    (DATASET, "value"),
+    (CLUSTER, "value"),
+    (VCS, "value"),
+    (DATES, "start_date"),
+    (DATES, "end_date"),
+    (POLICIES, "value"),
+    (PLACER, "value"),
+    (BACKFILL, "value"),
+    (ESTIMATOR, "value"),
+    (NOISE, "value"),
+    (LOAD, "value"),
+    (CAPACITY, "value"),
+    (LADDER, "value"),
+    (CES_ENABLED, "value"),
+    (CES_PRESET, "value"),
+    (CES_MODE, "value"),
+    (CES_SCHEDULE, "value"),
+)
+
+
+def form_of(values: list[Any], policy_values: list[Any], energy_values: list[Any]) -> dict:
+    """The form dict of the form's control values (FORM_STATES order) and the CES parameter inputs."""
+    (
+        dataset,
+        cluster,
+        vcs,
+        start,
+        end,
+        chosen,
+        placer,
+        backfill,
+        estimator,
+        noise,
+        load,
+        capacity,
+        ladder,
+    ) = values[:13]
+    ces_enabled, ces_preset, ces_mode, ces_schedule = values[13:]
+    form = default_form(
+        dataset or "", cluster or "", (start or None) and str(start)[:10], (end or None) and str(end)[:10]
+    )
+    form.update(
+        vcs=vcs or [],
+        policies=chosen or [],
+        placer=placer or "consolidate",
+        backfill=bool(backfill),
+        estimator=estimator or "history",
+        noise_level=noise if noise not in (None, "") else 1.0,
+        load_factor=load if load not in (None, "") else 1.0,
+        capacity_scale=capacity if capacity not in (None, "") else 1.0,
+        ladder=bool(ladder),
+        ces_enabled=bool(ces_enabled),
+        ces_preset=ces_preset or "philly",
+        ces_mode=ces_mode or "honest",
+        ces_schedule=ces_schedule or RECORDED,
+        ces_policy=overrides(policy_values, POLICY_FIELDS),
+        ces_energy=overrides(energy_values, ENERGY_FIELDS),
+    )
+    return form
+
+
+def _labelled(label: str, control, width: dict[str, Any], tip: str = "") -> dbc.Col:
+    return dbc.Col(
+        [html.Label(label, className="small text-muted mb-0 d-block", title=tip), control],
+        **width,
+        className="mb-2",
+    )
+
+
+def _number(cid, value, step: float, minimum: float, maximum: float | None = None) -> dbc.Input:
+    return dbc.Input(id=cid, type="number", value=value, step=step, min=minimum, max=maximum, size="sm")
+
+
+def scope_row(form: dict, datasets: list[str], scope: dict) -> dbc.Row:
+    """Dataset, cluster, VCs and window (scope: the dataset's clusters, the cluster's VCs, first/last day)."""
+    wide, narrow = {"xs": 12, "md": 6, "xl": 3}, {"xs": 12, "md": 6, "xl": 2}
+    return dbc.Row(
+        [
+            _labelled(
+                "Dataset",
+                dcc.Dropdown(id=DATASET, options=datasets, value=form["dataset"], clearable=False),
+                narrow,
+            ),
+            _labelled(
+                "Cluster",
+                dcc.Dropdown(id=CLUSTER, options=scope["clusters"], value=form["cluster"] or None, clearable=False),
+                narrow,
+            ),
+            _labelled(
+                "VCs",
+                dcc.Dropdown(id=VCS, options=scope["vcs"], value=form["vcs"], multi=True, placeholder="all VCs"),
+                wide,
+            ),
+            _labelled(
+                "Window (submit days)",
+                dcc.DatePickerRange(
+                    id=DATES,
+                    start_date=form["start"],
+                    end_date=form["end"],
+                    min_date_allowed=scope["first"],
+                    max_date_allowed=scope["last"],
+                    display_format="YYYY-MM-DD",
+                    className="w-100",
+                ),
+                {"xs": 12, "md": 6, "xl": 3},
+            ),
+        ],
+        className="g-2",
+    )
+
+
+def policy_row(form: dict) -> dbc.Row:
+    """Policies, placer, backfill, predictor and load/capacity knobs."""
+    return dbc.Row(
+        [
+            _labelled(
+                "Policies to compare",
+                dbc.Checklist(id=POLICIES, options=list(policies.POLICIES), value=form["policies"], inline=True),
+                {"xs": 12, "md": 6, "xl": 3},
+            ),
+            _labelled(
+                "Placer",
+                dcc.Dropdown(id=PLACER, options=list(placers.PLACERS), value=form["placer"]),
+                {"xs": 6, "xl": 2},
+            ),
+            _labelled(
+                "Backfill",
+                dbc.Switch(id=BACKFILL, value=form["backfill"], label="EASY backfill"),
+                {"xs": 6, "xl": 1},
+            ),
+            _labelled(
+                "Duration predictor (QSSF)",
+                dcc.Dropdown(
+                    id=ESTIMATOR,
+                    options=[{"label": PREDICTOR_LABELS.get(e, e), "value": e} for e in ESTIMATORS],
+                    value=form["estimator"],
+                    clearable=False,
+                ),
+                {"xs": 12, "md": 6, "xl": 2},
+            ),
+            _labelled(
+                "Noise level",
+                _number(NOISE, form["noise_level"], 0.1, 0, 10),
+                {"xs": 4, "xl": 1},
+                "noisy oracle only: 0 = exact, 1 = the artifact's error model",
+            ),
+            _labelled("Load factor", _number(LOAD, form["load_factor"], 0.1, 0.1, 10), {"xs": 4, "xl": 1}),
+            _labelled("VC capacity ×", _number(CAPACITY, form["capacity_scale"], 0.1, 0.1, 10), {"xs": 4, "xl": 1}),
+            _labelled(
+                "Predictor ladder",
+                dbc.Switch(id=LADDER, value=form["ladder"], label="QSSF × 4 predictors"),
+                {"xs": 12, "md": 6, "xl": 1},
+            ),
+        ],
+        className="g-2",
+    )
+
+
+def _param_inputs(kind: str, names: tuple[str, ...], values: dict, defaults: dict, cls: type) -> list:
+    helps = {f: cls.__dataclass_fields__[f].metadata.get("help", "") for f in names}
+    return [
+        dbc.Col(
+            [
+                html.Label(name.replace("_", " "), className="small text-muted mb-0 d-block", title=helps[name]),
+                dbc.Input(
+                    id={"type": kind, "name": name},
+                    type="number",
+                    value=values.get(name),
+                    placeholder=str(defaults[name]),
+                    size="sm",
+                    min=0,
+                    step="any",
+                ),
+            ],
+            xs=6,
+            md=3,
+            xl=1,
+            className="mb-2",
+        )
+        for name in names
+    ]
+
+
+def ces_section(form: dict, policies_run: list[str]) -> html.Div:
+    """The CES switch and, when on, its preset, mode, schedule and every policy and energy parameter."""
+    schedules = [RECORDED, *policies_run]
+    body = html.Div(
+        [
+            dbc.Row(
+                [
+                    _labelled(
+                        "Preset",
+                        dcc.Dropdown(id=CES_PRESET, options=sorted(PRESETS), value=form["ces_preset"], clearable=False),
+                        {"xs": 6, "xl": 2},
+                    ),
+                    _labelled(
+                        "Forecaster",
+                        dcc.Dropdown(id=CES_MODE, options=list(MODES), value=form["ces_mode"], clearable=False),
+                        {"xs": 6, "xl": 2},
+                    ),
+                    _labelled(
+                        "Schedule replayed on nodes",
+                        dcc.Dropdown(
+                            id=CES_SCHEDULE,
+                            options=schedules,
+                            value=form["ces_schedule"] if form["ces_schedule"] in schedules else RECORDED,
+                            clearable=False,
+                        ),
+                        {"xs": 12, "xl": 3},
+                    ),
+                ],
+                className="g-2",
+            ),
+            html.Div("Power policy (empty = preset value)", className="small fw-semibold"),
+            dbc.Row(
+                _param_inputs(
+                    CES_POLICY,
+                    POLICY_FIELDS,
+                    form["ces_policy"],
+                    preset_defaults(form["ces_preset"]),
+                    PolicyParams,
+                ),
+                className="g-2",
+            ),
+            html.Div("Energy accounting (empty = default)", className="small fw-semibold"),
+            dbc.Row(
+                _param_inputs(CES_ENERGY, ENERGY_FIELDS, form["ces_energy"], energy_defaults(), EnergyParams),
+                className="g-2",
+            ),
+        ],
+        id=CES_BODY,
+        style=None if form["ces_enabled"] else HIDDEN,
+    )
+    switch = dbc.Switch(id=CES_ENABLED, value=form["ces_enabled"], label="Cluster energy saving (CES)")
+    return html.Div([switch, body], className="border-top pt-2")
+
+
+def run_bar() -> dbc.Row:
+    """Run and cancel buttons, the progress bar and the status line."""
+    return dbc.Row(
+        [
+            dbc.Col(dbc.Button("Run scenario", id=RUN, color="primary", size="sm"), width="auto"),
+            dbc.Col(
+                dbc.Button("Cancel", id=CANCEL, color="secondary", outline=True, size="sm", disabled=True),
+                width="auto",
+            ),
+            dbc.Col(
+                html.Div(
+                    dbc.Progress(id=PROGRESS, value=0, label="", striped=True, animated=True, style={"height": "22px"}),
+                    id=PROGRESS_WRAP,
+                    style=HIDDEN,
+                ),
+                xs=12,
+                md=True,
+            ),
+            dbc.Col(html.Span(id=STATUS, className="small text-muted"), width="auto"),
+        ],
+        className="g-2 align-items-center mb-2",
+    )
+
+
+def downloads() -> html.Div:
+    """Download buttons for the metrics and the per-job records."""
+    button = {"size": "sm", "color": "secondary", "outline": True, "className": "me-2"}
+    return html.Div(
+        [
+            html.Span("Download: ", className="small text-muted me-2"),
+            dbc.Button("comparison CSV", id=DL_SUMMARY, **button),
+            dbc.Button("per-job records CSV", id=DL_RECORDS, **button),
+            dbc.Button("metrics JSON", id=DL_JSON, **button),
+            dbc.Button("CES timeline CSV", id=DL_CES, **button),
+            dbc.Button("feature importance CSV", id=DL_IMPORTANCE, style=HIDDEN, **button),
+            dcc.Download(id=DOWNLOAD),
+            dcc.Download(id=DOWNLOAD_IMPORTANCE),
+        ],
+        id=DOWNLOADS,
+        style=HIDDEN,
+        className="mb-3",
+    )
+
+
+def wait_panel() -> html.Div:
+    """'Why did this job wait?': pick a long wait; see its queue position and who went first."""
+    return html.Div(
+        [
+            html.H5("Why did this job wait?", className="mt-3"),
+            dbc.Row(
+                [
+                    _labelled("Schedule", dcc.Dropdown(id=WAIT_SCHEME, clearable=False), {"xs": 12, "md": 3}),
+                    _labelled(
+                        "Job (longest waits first)",
+                        dcc.Dropdown(id=WAIT_JOB, placeholder="pick a job"),
+                        {"xs": 12, "md": 6},
+                    ),
+                ],
+                className="g-2",
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(dcc.Graph(id=WAIT_GRAPH, style={"height": "360px"}), xs=12, lg=7),
+                    dbc.Col(html.Div(id=WAIT_TABLE), xs=12, lg=5),
+                ]
+            ),
+        ],
+        id=WAIT_PANEL,
+        style=HIDDEN,
+    )
+
+
+def layout(form: dict, datasets: list[str], scope: dict, autorun: bool, problems: list[str]) -> html.Div:
+    """The whole what-if page for a form state (autorun: run it as soon as the page loads)."""
+    alerts = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
+    form_card = dbc.Card(
+        dbc.CardBody([scope_row(form, datasets, scope), policy_row(form), ces_section(form, form["policies"])]),
+        className="mb-2 shadow-sm",
+    )
+    return html.Div(
+        [
+            dcc.Location(id=URL, refresh=False),
+            dcc.Store(id=AUTORUN, data=bool(autorun)),
+            dcc.Store(id=CONFIG),
+            dcc.Store(id=CANCELLED),
+            dcc.Store(id=RESULT),
+            html.H4("What-if", className="mb-0"),
+            html.P(
+                "Replay a window of the trace under other scheduling (and power) policies and compare with "
+                "what really happened. The form is saved in the URL: share the link to share the scenario.",
+                className="text-muted small mb-2",
+            ),
+            *alerts,
+            form_card,
+            run_bar(),
+            html.Div(id=ERROR),
+            downloads(),
+            dcc.Loading(html.Div(id=RESULTS), type="dot", delay_show=300),
+            wait_panel(),
+        ]
+    )

@@ -1,0 +1,154 @@
+"""What-if scenarios for the page: load inputs, run, keep results in an on-disk cache by scenario key."""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import pickle
+import time
+from collections.abc import Callable
+from pathlib import Path
+from queue import Empty
+from typing import Any
+
+import polars as pl
+
+from analytics import store
+from components.server.background import REDIS_ENV, _setting, cache_dir
+from sim.scenario import Progress, ScenarioConfig, ScenarioError, ScenarioResult, run_scenario, scenario_key
+
+RESULTS_SIZE_LIMIT_BYTES = 2 * 1024**3
+RESULTS_TTL_S = 7 * 24 * 3600
+REDIS_PREFIX = "helios:whatif:"
+log = logging.getLogger(__name__)
+
+
+class SharedResults:
+    """Scenario results in the shared Redis, so every host sees them; this host's disk cache backs it up."""
+
+    def __init__(self, url: str, local):
+        import redis
+
+        self._errors = redis.RedisError
+        self._redis = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        self._local = local
+
+    def get(self, key: str):
+        """The result stored under key, from Redis or else from the local disk cache."""
+        try:
+            raw = self._redis.get(REDIS_PREFIX + key)
+        except self._errors as exc:
+            log.warning("what-if results: Redis unreachable (%s); using this host's cache", exc)
+            raw = None
+        # NOTE: Redis is the deployment's own trusted store (like the Celery broker), so unpickling is safe here.
+        return pickle.loads(raw) if raw is not None else self._local.get(key)
+
+    def set(self, key: str, value) -> None:
+        """Store value under key locally and, when reachable, in Redis for every other host."""
+        self._local.set(key, value)
+        try:
+            self._redis.set(REDIS_PREFIX + key, pickle.dumps(value), ex=RESULTS_TTL_S)
+        except self._errors as exc:
+            log.warning("what-if results: Redis unreachable (%s); result kept on this host only", exc)
+
+
+def results_cache(settings: Any = None):
+    """The scenario results cache: this host's diskcache, shared across hosts through Redis when one is set."""
+    import diskcache
+
+    path = Path(cache_dir(settings)).parent / "whatif-results"
+    local = diskcache.Cache(str(path), size_limit=RESULTS_SIZE_LIMIT_BYTES)
+    redis_url = _setting(settings, "redis_url", REDIS_ENV)
+    return SharedResults(redis_url, local) if redis_url else local
+
+
+def load_inputs(config: ScenarioConfig, data_dir: Path | None) -> tuple[str, pl.DataFrame, pl.DataFrame]:
+    """The dataset version, the cluster's jobs and the VC capacities a scenario needs."""
+    ds = store.open_dataset(config.dataset, data_dir)
+    jobs = ds.jobs().filter(pl.col("cluster") == config.cluster).collect()
+    return ds.version, jobs, ds.vc_gpus()
+
+
+def key_of(config: ScenarioConfig, data_dir: Path | None) -> str:
+    """The cache key of a scenario on the current version of its dataset."""
+    return scenario_key(store.open_dataset(config.dataset, data_dir).version, config)
+
+
+def get_or_run(
+    config: ScenarioConfig, data_dir: Path | None, cache, progress: Progress | None = None
+) -> tuple[str, ScenarioResult, float, bool]:
+    """The scenario's result from the cache, else run and store it: (key, result, seconds, from cache)."""
+    t0 = time.perf_counter()
+    key = key_of(config, data_dir)
+    hit = cache.get(key)
+    if hit is not None:
+        return key, hit, time.perf_counter() - t0, True
+    version, jobs, vc_gpus = load_inputs(config, data_dir)
+    result = run_scenario(config, jobs, vc_gpus, progress)
+    cache.set(scenario_key(version, config), result)
+    return key, result, time.perf_counter() - t0, False
+
+
+def metrics_json(result: ScenarioResult) -> str:
+    """The scenario's metrics (no per-job records) as JSON text."""
+    payload = {
+        "config": result.config,
+        "window": result.window,
+        "jobs": result.jobs,
+        "vc_nodes": result.vc_nodes,
+        "summary": result.summary.to_dicts(),
+        "per_vc": result.per_vc.to_dicts(),
+        "predictor": {k: v for k, v in result.predictor.items() if k != "density"},
+        "ladder": result.ladder.to_dicts() if result.ladder is not None else None,
+        "feature_importance_gain_pct": result.importance,
+        "ces": result.ces["metrics"] if result.ces else None,
+        "stage_s": result.stage_s,
+    }
+    return json.dumps(payload, indent=2, default=str)
+
+
+class ScenarioProcessError(RuntimeError):
+    """The scenario's subprocess failed: the message is the user-facing reason."""
+
+
+def _subprocess_entry(target: Callable, args: tuple, queue) -> None:
+    def report(fraction: float, message: str) -> None:
+        queue.put(("progress", fraction, message))
+
+    try:
+        value = target(*args, report)
+    except (ScenarioError, store.DatasetError, ValueError) as exc:
+        queue.put(("error", str(exc)))
+        return
+    except Exception as exc:
+        queue.put(("error", f"the scenario failed: {type(exc).__name__}: {exc}"))
+        raise
+    queue.put(("done", value))
+
+
+def run_in_subprocess(target: Callable, args: tuple, on_progress: Progress | None = None, poll_s: float = 0.2):
+    """Run target(*args, report) in a fresh spawned interpreter, forwarding its progress; return its value."""
+    # Dash starts background jobs by forking the web worker, and Polars' thread pool does not survive a fork
+    # (the forked child can hang on a lock), so the work itself runs in a spawned process.
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_subprocess_entry, args=(target, args, queue))  # may start Dask workers
+    proc.start()
+    try:
+        while True:
+            try:
+                kind, *payload = queue.get(timeout=poll_s)
+            except Empty:
+                if not proc.is_alive():
+                    raise ScenarioProcessError(f"the scenario process stopped (exit code {proc.exitcode})") from None
+                continue
+            if kind == "progress":
+                if on_progress is not None:
+                    on_progress(*payload)
+            elif kind == "done":
+                return payload[0]
+            else:
+                raise ScenarioProcessError(payload[0])
+    finally:
+        proc.join(timeout=10)
