@@ -7,8 +7,8 @@ import sys
 import dash
 from dash import Dash
 
-from components.datasets import access as data
-from components.explorer import grid as explorer
+from components.explorer import export
+from components.server import cache as query_cache
 from components.server.access_log import install_access_log
 from components.server.auth import AuthSettings, install_auth
 from components.server.background import background_manager
@@ -32,7 +32,7 @@ def create_app(settings: Settings | None = None) -> Dash:
         background_callback_manager=background_manager(settings),
     )
     app.server.config["HELIOS_SETTINGS"] = settings
-    data.init_cache(app.server, settings)
+    query_cache.init_cache(app.server, settings)
     app.layout = shell.layout
     callbacks.register(app)
     # Dash imports every module of components/pages; each page that owns callbacks registers them here.
@@ -40,7 +40,7 @@ def create_app(settings: Settings | None = None) -> Dash:
         register = getattr(sys.modules[page["module"]], "register_callbacks", None)
         if register:
             register(app)
-    app.server.add_url_rule(dash.get_relative_path("/download/jobs.csv"), "jobs_csv", explorer.csv_view)
+    app.server.add_url_rule(dash.get_relative_path(export.EXPORT_PATH), "jobs_csv", export.csv_view)
     install_health(app.server, settings)
     install_access_log(app.server)
     install_error_handlers(app.server)

@@ -1,14 +1,14 @@
-"""Filter state of every study query: a frozen dataclass that becomes a SQL predicate or Polars expression."""
+"""Which jobs a view shows: `JobFilter` (a frozen dataclass that becomes a SQL predicate with bound parameters)
+and the one codec between a page's URL query string, its JSON-safe view state (dataset + filter) and a JobFilter."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any
-
-import polars as pl
+from urllib.parse import parse_qs, urlencode
 
 from analytics import schema
 
@@ -126,29 +126,6 @@ class JobFilter:
             params.append(self.gpu_max)
         return (" AND ".join(parts) or "TRUE"), params
 
-    def expr(self, *, window: bool = True) -> pl.Expr:
-        """Return the same predicate as a Polars expression on the jobs columns."""
-        preds: list[pl.Expr] = []
-        for name, values in (
-            ("cluster", self.clusters),
-            ("vc", self.vcs),
-            ("user", self.users),
-            ("state", self.states),
-        ):
-            if values:
-                preds.append(pl.col(name).is_in(list(values)))
-        if window and self.start is not None:
-            preds.append(pl.col("submit_time") >= self.start)
-        if window and self.end is not None:
-            preds.append(pl.col("submit_time") < self.end)
-        if self.job_kind != "all":
-            preds.append(pl.col("gpu_num") > 0 if self.job_kind == "gpu" else pl.col("gpu_num") == 0)
-        if self.gpu_min is not None:
-            preds.append(pl.col("gpu_num") >= self.gpu_min)
-        if self.gpu_max is not None:
-            preds.append(pl.col("gpu_num") <= self.gpu_max)
-        return pl.all_horizontal(preds) if preds else pl.lit(True)
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON/URL-safe dict of the non-default fields (datetimes as ISO strings, tuples as lists)."""
         out: dict[str, Any] = {}
@@ -162,16 +139,6 @@ class JobFilter:
                 value = list(value)
             out[f.name] = value
         return out
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> JobFilter:
-        """Build and validate a filter from a dict such as `to_dict()` returns, rejecting unknown keys."""
-        d = dict(d or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"filter: unknown field(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}")
-        return cls(**d)
 
     def cache_key(self) -> str:
         """A stable string naming this filter's selection (order of values does not matter)."""
@@ -190,3 +157,143 @@ def _check_alias(alias: str) -> str:
 
 
 NO_FILTER = JobFilter()  # the default of every query: all jobs of the dataset
+
+
+# --- the URL <-> view state <-> JobFilter codec ---
+
+LIST_KEYS: dict[str, str] = {"cluster": "clusters", "vc": "vcs", "user": "users", "state": "states"}
+MAX_GPUS = 4096
+
+
+def empty_state(dataset: str = "") -> dict[str, Any]:
+    """A filter state selecting every job of dataset."""
+    return {
+        "dataset": dataset,
+        "clusters": [],
+        "vcs": [],
+        "users": [],
+        "states": [],
+        "start": None,
+        "end": None,
+        "job_kind": "all",
+        "gpu_min": None,
+        "gpu_max": None,
+    }
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _shown(value: str) -> str:
+    return _cut(repr(value))
+
+
+def split_values(value: str) -> list[str]:
+    """The non-empty comma-separated values of a URL parameter, stripped."""
+    return [v for v in (p.strip() for p in value.split(",")) if v]
+
+
+def _parse_day(value: str, key: str, problems: list[str]) -> str | None:
+    try:
+        return date.fromisoformat(value).isoformat()
+    except ValueError:
+        problems.append(f"URL parameter {key}={_shown(value)} is not a date (YYYY-MM-DD); ignored")
+        return None
+
+
+def _parse_gpus(value: str, key: str, problems: list[str]) -> int | None:
+    if value.isdigit() and int(value) <= MAX_GPUS:
+        return int(value)
+    problems.append(f"URL parameter {key}={_shown(value)} is not a GPU count (0-{MAX_GPUS}); ignored")
+    return None
+
+
+def parse_params(params: dict[str, str], default_dataset: str = "") -> tuple[dict[str, Any], list[str]]:
+    """Turn query parameters (one string per key) into a filter state plus the problems found in them."""
+    state = empty_state(params.get("ds") or default_dataset)
+    problems: list[str] = []
+    for key, field in LIST_KEYS.items():
+        state[field] = split_values(params.get(key, ""))
+    bad = [s for s in state["states"] if s not in schema.STATES]
+    if bad:
+        problems.append(f"URL parameter state: unknown state(s) {_cut(', '.join(bad))}; ignored")
+        state["states"] = [s for s in state["states"] if s in schema.STATES]
+    for key in ("start", "end"):
+        if params.get(key):
+            state[key] = _parse_day(params[key], key, problems)
+    kind = params.get("kind", "all")
+    if kind not in JOB_KINDS:
+        problems.append(f"URL parameter kind={_shown(kind)} must be one of {', '.join(JOB_KINDS)}; ignored")
+        kind = "all"
+    state["job_kind"] = kind
+    for key, field in (("gmin", "gpu_min"), ("gmax", "gpu_max")):
+        if params.get(key):
+            state[field] = _parse_gpus(params[key], key, problems)
+    return state, problems
+
+
+def query_params(search: str | None) -> dict[str, str]:
+    """A URL query string (with or without the leading '?') as one string per key, the last one winning."""
+    raw = parse_qs((search or "").lstrip("?"), keep_blank_values=False)
+    return {k: v[-1] for k, v in raw.items()}
+
+
+def flat_params(params: dict[str, Any]) -> dict[str, str]:
+    """A page's query parameters as Dash passes them (a string or a list of strings) as one string per key."""
+    return {k: (v[-1] if isinstance(v, list) else v) for k, v in params.items() if isinstance(v, str | list)}
+
+
+def parse_query(search: str | None, default_dataset: str = "") -> tuple[dict[str, Any], list[str]]:
+    """Parse a URL query string (with or without the leading '?') into a filter state and its problems."""
+    return parse_params(query_params(search), default_dataset)
+
+
+def to_params(state: dict[str, Any]) -> dict[str, str]:
+    """The non-default parts of a filter state as query parameters."""
+    params: dict[str, str] = {}
+    if state.get("dataset"):
+        params["ds"] = state["dataset"]
+    for key, field in LIST_KEYS.items():
+        if state.get(field):
+            params[key] = ",".join(state[field])
+    for key in ("start", "end"):
+        if state.get(key):
+            params[key] = state[key]
+    if state.get("job_kind", "all") != "all":
+        params["kind"] = state["job_kind"]
+    for key, field in (("gmin", "gpu_min"), ("gmax", "gpu_max")):
+        if state.get(field) is not None:
+            params[key] = str(state[field])
+    return params
+
+
+FILTER_PARAMS: frozenset[str] = frozenset({"ds", "start", "end", "kind", "gmin", "gmax", *LIST_KEYS})
+
+
+def page_params(search: str | None) -> dict[str, str]:
+    """The query parameters of a URL that are a page's own settings rather than filters."""
+    return {k: v for k, v in query_params(search).items() if k not in FILTER_PARAMS}
+
+
+def to_query(state: dict[str, Any], extra: dict[str, str] | None = None) -> str:
+    """Encode a filter state (plus a page's own parameters) as a URL query string ('' when there is nothing)."""
+    params = {**to_params(state), **(extra or {})}
+    return "?" + urlencode(params, safe=",") if params else ""
+
+
+def to_filter(state: dict[str, Any]) -> JobFilter:
+    """Build the analytics JobFilter of a filter state (the end day is inclusive in the UI, exclusive in SQL)."""
+    start = datetime.fromisoformat(state["start"]) if state.get("start") else None
+    end = datetime.fromisoformat(state["end"]) + timedelta(days=1) if state.get("end") else None
+    return JobFilter(
+        clusters=tuple(state.get("clusters") or ()),
+        vcs=tuple(state.get("vcs") or ()),
+        start=start,
+        end=end,
+        users=tuple(state.get("users") or ()),
+        states=tuple(state.get("states") or ()),
+        job_kind=state.get("job_kind") or "all",
+        gpu_min=state.get("gpu_min"),
+        gpu_max=state.get("gpu_max"),
+    )

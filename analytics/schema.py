@@ -40,7 +40,6 @@ VC_GPU_SCHEMA: dict[str, pl.DataType] = {
     "date": pl.Date(),
     "gpus": pl.Int32(),
 }
-VC_GPU_COLUMNS: tuple[str, ...] = tuple(VC_GPU_SCHEMA)
 
 # Final states. TIMEOUT and NODE_FAIL (and anything else not COMPLETED/CANCELLED) count as failed in the study.
 COMPLETED = "COMPLETED"
@@ -56,24 +55,6 @@ GPUS_PER_NODE = 8
 JOBS_FILE = "jobs.parquet"
 VC_GPUS_FILE = "vc_gpus.parquet"
 META_FILE = "meta.json"
-
-
-def state_group_expr(col: str = "state") -> pl.Expr:
-    """Polars expression mapping a state to COMPLETED, CANCELLED or FAILED (any other state); null stays null."""
-    return (
-        pl.when(pl.col(col).is_null())
-        .then(pl.lit(None, dtype=pl.String()))
-        .when(pl.col(col) == COMPLETED)
-        .then(pl.lit(COMPLETED))
-        .when(pl.col(col) == CANCELLED)
-        .then(pl.lit(CANCELLED))
-        .otherwise(pl.lit(FAILED))
-    )
-
-
-def empty_jobs() -> pl.DataFrame:
-    """An empty jobs frame with the canonical schema."""
-    return pl.DataFrame(schema=JOB_SCHEMA)
 
 
 def empty_vc_gpus() -> pl.DataFrame:

@@ -185,3 +185,19 @@ def write_dataset(
         (tmp / schema.META_FILE).write_text(json.dumps(full_meta, indent=2, default=str) + "\n")
         _swap_in(base, name, tmp, full_meta["version"])
     return open_dataset(name, base)
+
+
+def delete_dataset(name: str, root: Path | None = None) -> None:
+    """Remove dataset name under root (default `data_dir()`): its link disappears in one step, then its files."""
+    check_name(name)
+    link = (root or data_dir()) / name
+    if link.is_symlink():
+        target = link.resolve()
+        link.unlink()
+        shutil.rmtree(target, ignore_errors=True)
+    elif link.is_dir():
+        doomed = link.with_name(f".{name}.deleting-{secrets.token_hex(4)}")
+        link.rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+    else:
+        raise DatasetError(f"dataset {name!r} not found")

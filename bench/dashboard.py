@@ -141,14 +141,14 @@ def _p95(values: list[float]) -> float:
 
 def bench_callbacks(app, warm_runs: int, clusters: list[str]) -> list[dict[str, Any]]:
     """Time every page's callbacks cold (empty cache, first call) and warm (repeated), per callback."""
-    from components.datasets import access as data
+    from components.server import cache as query_cache
 
     client = app.server.test_client()
     client.get("/")
     rows = []
     for path in PAGES:
         with app.server.app_context():
-            data.cache.clear()  # each page starts cold
+            query_cache.cache.clear()  # each page starts cold
         calls = page_callbacks(client, path, clusters)
         for label, thunk in calls:
             cold = _timed_ms(thunk) if label != "router" else None
@@ -172,7 +172,7 @@ def bench_callbacks(app, warm_runs: int, clusters: list[str]) -> list[dict[str, 
 
 def bench_zoom(app, warm_runs: int) -> dict[str, float]:
     """Time the utilisation zoom (a one-day window at one-minute resolution), cold then warm."""
-    from components.shell.state import empty_state
+    from analytics.filters import empty_state
 
     client = app.server.test_client()
     client.get("/")

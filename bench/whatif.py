@@ -23,7 +23,7 @@ from analytics.store import DatasetError  # noqa: E402
 from components.server.settings import Settings  # noqa: E402
 from components.whatif.callbacks import render_scenario  # noqa: E402
 from components.whatif.run import get_or_run, results_cache, run_in_subprocess  # noqa: E402
-from sim.scenario import CesOptions, ScenarioConfig, config_to_dict  # noqa: E402
+from sim.scenario import CesOptions, ScenarioConfig, config_to_dict, open_request  # noqa: E402
 
 BUDGET_S = 10.0
 PROGRESS_GAP_BUDGET_S = 1.0
@@ -47,7 +47,7 @@ def one_run(config: ScenarioConfig, cache) -> tuple[float, float, int, dict]:
     """Wall time, largest gap between progress reports, number of reports and stage times of a fresh run."""
     stamps: list[float] = []
     t0 = time.perf_counter()
-    _, result, _, cached = get_or_run(config, None, cache, lambda f, m: stamps.append(time.perf_counter()))
+    result, _, cached = get_or_run(open_request(config), cache, lambda f, m: stamps.append(time.perf_counter()))
     wall = time.perf_counter() - t0
     assert not cached, "the results cache must start empty"
     marks = [t0, *stamps, time.perf_counter()]
@@ -75,7 +75,7 @@ def main() -> int:
                 cache = results_cache(Settings(cache_dir=Path(tmp)))
                 wall, gap, reports, stages = one_run(config, cache)
                 t = time.perf_counter()
-                _, _, _, cached = get_or_run(config, None, cache)
+                _, _, cached = get_or_run(open_request(config), cache)
                 again_s = time.perf_counter() - t
             walls.append(wall)
             gaps.append(gap)

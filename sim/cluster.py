@@ -53,7 +53,3 @@ class VCNodes:
         del old[bisect_left(old, node)]
         insort(self.by_free[free], node)
         self.free[node] = free
-
-    def busy_nodes(self) -> int:
-        """Nodes running at least one job."""
-        return int(np.count_nonzero(self.job_count))

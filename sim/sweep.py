@@ -18,8 +18,8 @@ from typing import Any
 
 import polars as pl
 
-from sim.ces.energy import EnergyParams
-from sim.ces.policy import PolicyParams
+from sim.ces.energy import ENERGY_PARAMS
+from sim.ces.policy import POLICY_PARAMS
 from sim.scenario import ScenarioConfig, ScenarioError, run_scenario, validate
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -49,7 +49,7 @@ Progress = Callable[[float, str], None]
 
 def sweepable() -> tuple[str, ...]:
     """Every parameter name a grid may use."""
-    ces = [f"ces.{f.name}" for f in (*dataclasses.fields(PolicyParams), *dataclasses.fields(EnergyParams))]
+    ces = [f"ces.{name}" for name in (*POLICY_PARAMS, *ENERGY_PARAMS)]
     return (*TOP_LEVEL, *ces)
 
 
@@ -89,9 +89,8 @@ def apply_point(base: ScenarioConfig, point: dict[str, Any]) -> ScenarioConfig:
     config = dataclasses.replace(base, **top)
     ces_values = {k.removeprefix("ces."): float(v) for k, v in point.items() if k.startswith("ces.")}
     if ces_values:
-        policy_names = {f.name for f in dataclasses.fields(PolicyParams)}
-        policy = dict(config.ces.policy) | {k: v for k, v in ces_values.items() if k in policy_names}
-        energy = dict(config.ces.energy) | {k: v for k, v in ces_values.items() if k not in policy_names}
+        policy = dict(config.ces.policy) | {k: v for k, v in ces_values.items() if k in POLICY_PARAMS}
+        energy = dict(config.ces.energy) | {k: v for k, v in ces_values.items() if k not in POLICY_PARAMS}
         ces = dataclasses.replace(
             config.ces,
             enabled=True,

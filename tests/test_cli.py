@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import cli
-from analytics import schema, store
+from analytics import store
 
 
 def _subcommands() -> list[str]:
@@ -68,14 +68,3 @@ def test_closed_pipe_exits_quietly(data_root):
     )
     assert proc.stdout.startswith("cluster"), proc.stderr
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
-
-
-def test_state_groups_keep_unknown_states_null():
-    df = pl.DataFrame({"state": ["COMPLETED", "CANCELLED", "TIMEOUT", "NODE_FAIL", None]})
-    assert df.select(schema.state_group_expr().alias("g"))["g"].to_list() == [
-        "COMPLETED",
-        "CANCELLED",
-        "FAILED",
-        "FAILED",
-        None,
-    ]

@@ -132,16 +132,25 @@ def prepare(
 
 
 def ingest(
-    path: Path, fmt: str, name: str, options: IngestOptions | None = None, progress: Progress | None = None
+    path: Path,
+    fmt: str,
+    name: str,
+    options: IngestOptions | None = None,
+    progress: Progress | None = None,
+    root: Path | None = None,
+    source: str | None = None,
 ) -> store.Dataset:
-    """Ingest the trace at path (format fmt) as dataset name, replacing an older one only on success."""
+    """Ingest the trace at path (format fmt) as dataset name under root (default the data folder), replacing an
+    older one only on success; source, when given, is how meta.json names where the trace came from."""
     try:
         store.check_name(name)
     except store.DatasetError as exc:
         raise IngestError(str(exc)) from exc
     progress = progress or Progress(0, quiet=True)
     jobs, vc_gpus, meta = prepare(path, fmt, options or IngestOptions(), progress)
+    if source:
+        meta["source"] = source
     with progress.stage(f"writing dataset {name}"):
-        dataset = store.write_dataset(name, jobs, vc_gpus, meta)
+        dataset = store.write_dataset(name, jobs, vc_gpus, meta, root)
     progress.done(f"ingested {jobs.height} jobs into {name}")
     return dataset

@@ -107,7 +107,7 @@ class JobColumns:
     vc_gpus: pl.DataFrame
 
     def mask(self, flt: JobFilter, *, window: bool = True) -> np.ndarray:
-        """Boolean row mask of the jobs the filter keeps: the same predicate as `flt.expr(window=window)`."""
+        """Boolean row mask of the jobs the filter keeps: the same predicate as `flt.where(window=window)`."""
         keep = np.ones(self.n_rows, dtype=bool)
         for name, values in (
             ("cluster", flt.clusters),

@@ -242,3 +242,25 @@ def user_completion_histogram(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.Dat
     bins = pl.DataFrame({"b": range(10), "bin": HIST_BINS}, schema={"b": pl.Int64(), "bin": pl.String()})
     out = bins.join(counts, on="b", how="left").with_columns(pl.col("users").fill_null(0))
     return out.sort("b").select(out_schema.keys()).cast(out_schema)  # type: ignore[arg-type]
+
+
+USER_JOBS_SAMPLE = 5_000
+
+
+def active_users(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
+    """Distinct users per cluster among the selected jobs (columns cluster, active_users)."""
+    where, params = flt.where()
+    sql = f'SELECT cluster, count(DISTINCT "user")::BIGINT AS active_users FROM jobs WHERE {where} GROUP BY cluster'
+    return db.run(sql, params, ds=ds)
+
+
+def user_jobs_sample(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
+    """The selected jobs (a repeatable random sample of USER_JOBS_SAMPLE when there are more) in submit order, with
+    their total count in column of_jobs."""
+    where, params = flt.where()
+    sql = (
+        "WITH mine AS (SELECT cluster, job_id, vc, gpu_num, state, submit_time, duration, queue, "
+        f"count(*) OVER () AS of_jobs FROM jobs WHERE {where}) "
+        f"SELECT * FROM mine USING SAMPLE reservoir({USER_JOBS_SAMPLE:d} ROWS) REPEATABLE (7) ORDER BY submit_time"
+    )
+    return db.run(sql, params, ds=ds)

@@ -58,12 +58,6 @@ def summary_rows() -> dict[str, dict[str, float]]:
     return out
 
 
-def summary_columns() -> list[str]:
-    """The header of helios_cluster_summary.csv (id first)."""
-    with reference_path("helios_cluster_summary.csv").open(newline="") as fh:
-        return next(csv.reader(fh))
-
-
 def earth_vc_gpus() -> pl.DataFrame:
     """Earth's real daily GPUs per VC as a long table (cluster, vc, date, gpus), zero-GPU days included."""
     path = reference_path("earth_vc_gpu_number.csv")

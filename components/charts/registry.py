@@ -13,7 +13,8 @@ import polars as pl
 
 from analytics.store import DatasetError
 from components.charts import figures, reference
-from components.datasets import access as data
+from components.datasets import access
+from components.server import cache as query_cache
 
 Spec = dict[str, Any]
 
@@ -27,7 +28,7 @@ class Chart:
 
 
 def _q(name: str, **kwargs: Any) -> Callable[[Spec], pl.DataFrame]:
-    return lambda spec: data.query(name, spec["state"], **kwargs)
+    return lambda spec: access.query(name, spec["state"], **kwargs)
 
 
 COARSE_EVERY = "1h"
@@ -44,16 +45,16 @@ def utilization_every(span_s: float) -> str:
 def utilization_window(spec: Spec, x0: datetime | None = None, x1: datetime | None = None) -> pl.DataFrame:
     """Hourly GPU utilisation over the whole period, with the zoomed window [x0, x1] at the finer step it needs."""
     state = spec["state"]
-    coarse = data.query("utilization_resampled", state, every=COARSE_EVERY)
+    coarse = access.query("utilization_resampled", state, every=COARSE_EVERY)
     if x0 is None or x1 is None or coarse.is_empty():
         return coarse
     every = utilization_every((x1 - x0).total_seconds())
     if every == COARSE_EVERY:
         return coarse
-    fine = data.derived(
+    fine = access.derived(
         f"util:{every}:{x0:%Y%m%d%H%M}:{x1:%Y%m%d%H%M}",
         state,
-        lambda: data.query_uncached("utilization_resampled", state, every=every).filter(
+        lambda: access.query_uncached("utilization_resampled", state, every=every).filter(
             pl.col("time").is_between(x0, x1)
         ),
     )
@@ -66,9 +67,9 @@ def running_queued(spec: Spec) -> pl.DataFrame:
     state = spec["state"]
 
     def compute() -> pl.DataFrame:
-        tp, util = data.parallel(
-            lambda: data.query("throughput_10min", state),
-            lambda: data.query("utilization_resampled", state, every=COARSE_EVERY),
+        tp, util = query_cache.parallel(
+            lambda: access.query("throughput_10min", state),
+            lambda: access.query("utilization_resampled", state, every=COARSE_EVERY),
         )
         if tp.is_empty() or util.is_empty():
             return pl.DataFrame()
@@ -83,14 +84,14 @@ def running_queued(spec: Spec) -> pl.DataFrame:
         running = util.select("cluster", "time", "running_gpujob_num")
         return running.join(queued, on=["cluster", "time"], how="left").fill_null(0).sort("cluster", "time")
 
-    return data.derived("running_queued", state, compute)
+    return access.derived("running_queued", state, compute)
 
 
 def monthly(spec: Spec) -> pl.DataFrame:
     """Monthly single/multi-GPU job counts joined with monthly utilisation."""
     state = spec["state"]
-    jobs, util = data.parallel(
-        lambda: data.query("monthly_jobs", state), lambda: data.query("monthly_utilization", state)
+    jobs, util = query_cache.parallel(
+        lambda: access.query("monthly_jobs", state), lambda: access.query("monthly_utilization", state)
     )
     if jobs.is_empty() or util.is_empty():
         return jobs
@@ -103,7 +104,7 @@ def compare_frames(spec: Spec, query: str, **kwargs: Any) -> pl.DataFrame:
     for name in spec.get("datasets") or [spec["state"]["dataset"]]:
         state = {**spec["state"], "dataset": name, "clusters": [], "vcs": [], "users": [], "start": None, "end": None}
         try:
-            df = data.query(query, state, **kwargs)
+            df = access.query(query, state, **kwargs)
         except DatasetError:
             continue
         if not df.is_empty():
@@ -152,7 +153,7 @@ CHARTS: dict[str, Chart] = {
         partial(figures.concentration_figure, metric="gpu_queue_time"),
     ),
     "completion_hist": Chart(_q("user_completion_histogram"), figures.completion_histogram_figure),
-    "user_jobs": Chart(lambda spec: data.user_jobs(spec["state"]), figures.user_jobs_figure),
+    "user_jobs": Chart(lambda spec: access.user_jobs(spec["state"]), figures.user_jobs_figure),
 }
 
 COMPARE_CHARTS: dict[str, tuple[str, dict[str, Any], Callable[[pl.DataFrame], go.Figure]]] = {

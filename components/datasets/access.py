@@ -1,75 +1,21 @@
-"""Cached access to the datasets and analytics.queries, keyed by dataset version and filter cache key."""
+"""The datasets as the pages see them: the app's data folder, and the study queries through the shared cache.
+
+Keys carry the dataset version and the filter's cache key, so a replaced dataset is never answered from the cache.
+"""
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import polars as pl
-from cachelib import SimpleCache
 from flask import current_app
-from flask_caching import Cache
 
-from analytics import db, queries, store
+from analytics import queries, store
+from analytics.filters import to_filter
+from analytics.queries import catalog, users
+from components.server.cache import cached
 from components.server.settings import Settings
-from components.shell.state import to_filter
-
-log = logging.getLogger(__name__)
-
-# One Cache object bound to each app by init_cache(); its backing store (files or Redis) is shared by workers.
-cache = Cache()
-# When the shared store fails (Redis stopped), each worker carries on with a small in-process cache.
-_local = SimpleCache(threshold=500, default_timeout=600)
-_failing: dict[str, bool] = {"shared": False}
-
-
-def _backend_errors() -> tuple[type[BaseException], ...]:
-    try:
-        from redis.exceptions import RedisError
-    except ImportError:
-        return (OSError,)
-    return (OSError, RedisError)
-
-
-def _shared_failed(exc: BaseException) -> None:
-    if not _failing["shared"]:
-        log.warning("shared cache unavailable (%s): serving with this worker's local cache", exc)
-    _failing["shared"] = True
-
-
-def _cache_get(key: str) -> Any:
-    try:
-        value = cache.get(key)
-    except _backend_errors() as exc:
-        _shared_failed(exc)
-        return _local.get(key)
-    if _failing["shared"]:
-        log.warning("shared cache reachable again")
-        _failing["shared"] = False
-    return value
-
-
-def _cache_set(key: str, value: Any) -> None:
-    try:
-        cache.set(key, value)
-    except _backend_errors() as exc:
-        _shared_failed(exc)
-        _local.set(key, value)
-
-
-def init_cache(server, settings: Settings) -> None:
-    """Bind the query cache to a Flask server: RedisCache when a Redis URL is set, else FileSystemCache."""
-    if settings.redis_url:
-        config = {"CACHE_TYPE": "RedisCache", "CACHE_REDIS_URL": settings.redis_url}
-    else:
-        # A folder of its own: FileSystemCache counts, prunes and clears every file it finds in it.
-        queries_dir = str(settings.cache_dir / "queries")
-        config = {"CACHE_TYPE": "FileSystemCache", "CACHE_DIR": queries_dir, "CACHE_THRESHOLD": 5000}
-    config.update(CACHE_DEFAULT_TIMEOUT=settings.cache_timeout_s, CACHE_KEY_PREFIX="helios:")
-    cache.init_app(server, config=config)
 
 
 def settings() -> Settings:
@@ -94,29 +40,6 @@ def default_dataset(names: list[str], preferred: str) -> str:
     return names[0] if names else ""
 
 
-def cached(key: str, compute: Callable[[], Any]) -> Any:
-    """Return the cached value of key, computing and storing it on a miss."""
-    value = _cache_get(key)
-    if value is None:
-        t0 = time.perf_counter()
-        value = compute()
-        log.info("computed %s in %.0f ms", key, (time.perf_counter() - t0) * 1000)
-        _cache_set(key, value)
-    return value
-
-
-def parallel(*thunks: Callable[[], Any]) -> list[Any]:
-    """Run independent queries on threads (DuckDB and Polars release the GIL), each inside this app's context."""
-    app = current_app._get_current_object()
-
-    def run(thunk: Callable[[], Any]) -> Any:
-        with app.app_context():
-            return thunk()
-
-    with ThreadPoolExecutor(max_workers=len(thunks)) as pool:
-        return list(pool.map(run, thunks))
-
-
 def _kwargs_key(kwargs: dict[str, Any]) -> str:
     return ",".join(f"{k}={kwargs[k]}" for k in sorted(kwargs))
 
@@ -125,14 +48,14 @@ def query(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFrame:
     """Run analytics.queries.<name> for a filter state, through the cache."""
     ds = open_dataset(state["dataset"])
     flt = to_filter(state)
-    fn = getattr(queries, name)
+    fn = queries.QUERIES[name]
     key = f"q:{name}:{ds.name}:{ds.version}:{flt.cache_key()}:{_kwargs_key(kwargs)}"
     return cached(key, lambda: fn(ds, flt, **kwargs))
 
 
 def query_uncached(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFrame:
     """Run analytics.queries.<name> for a filter state without caching its (large) result."""
-    return getattr(queries, name)(open_dataset(state["dataset"]), to_filter(state), **kwargs)
+    return queries.QUERIES[name](open_dataset(state["dataset"]), to_filter(state), **kwargs)
 
 
 def derived(name: str, state: dict[str, Any], compute: Callable[[], Any]) -> Any:
@@ -144,58 +67,36 @@ def derived(name: str, state: dict[str, Any], compute: Callable[[], Any]) -> Any
 def dataset_options(name: str) -> dict[str, list[str]]:
     """The clusters, (cluster, VC) pairs and users of a dataset, for the filter drop-downs."""
     ds = open_dataset(name)
-
-    def compute() -> dict[str, list[str]]:
-        pairs = ds.jobs().select("cluster", "vc").unique().collect()
-        users = ds.jobs().select("user").drop_nulls().unique().collect()["user"].sort()
-        return {
-            "clusters": sorted(pairs["cluster"].unique().to_list()),
-            "cluster_vcs": [[c, v] for c, v in pairs.drop_nulls().sort(["cluster", "vc"]).iter_rows()],
-            "users": users.to_list(),
-        }
-
-    return cached(f"opts:{ds.name}:{ds.version}", compute)
+    return cached(f"opts:{ds.name}:{ds.version}", lambda: catalog.filter_options(ds))
 
 
 def dataset_period(name: str) -> tuple[str | None, str | None]:
     """First and last submit day of a dataset as ISO dates."""
     ds = open_dataset(name)
-
-    def compute() -> tuple[str | None, str | None]:
-        row = ds.jobs().select(pl.col("submit_time").min().alias("a"), pl.col("submit_time").max().alias("b"))
-        a, b = row.collect().row(0)
-        return (a.date().isoformat() if a else None, b.date().isoformat() if b else None)
-
-    return cached(f"period:{ds.name}:{ds.version}", compute)
-
-
-USER_JOBS_SAMPLE = 5_000
+    return cached(f"period:{ds.name}:{ds.version}", lambda: catalog.submit_days(ds))
 
 
 def active_users(state: dict[str, Any]) -> pl.DataFrame:
     """Distinct users per cluster among the jobs a filter state selects (columns cluster, active_users)."""
-    ds = open_dataset(state["dataset"])
-    flt = to_filter(state)
-    where, params = flt.where()
-    sql = f'SELECT cluster, count(DISTINCT "user")::BIGINT AS active_users FROM jobs WHERE {where} GROUP BY cluster'
-    return cached(f"users:{ds.name}:{ds.version}:{flt.cache_key()}", lambda: db.run(sql, params, ds=ds))
+    ds, flt = open_dataset(state["dataset"]), to_filter(state)
+    return cached(f"users:{ds.name}:{ds.version}:{flt.cache_key()}", lambda: users.active_users(ds, flt))
 
 
 def user_jobs(state: dict[str, Any]) -> pl.DataFrame:
-    """The one selected user's jobs (a repeatable random sample of USER_JOBS_SAMPLE when there are more), with
-    their total count in column of_jobs; empty unless exactly one user is selected."""
+    """The one selected user's jobs (a repeatable sample when there are many), empty unless one user is selected."""
     if len(state.get("users") or []) != 1:
         return pl.DataFrame()
-    ds = open_dataset(state["dataset"])
-    flt = to_filter(state)
-    where, params = flt.where()
+    ds, flt = open_dataset(state["dataset"]), to_filter(state)
+    return cached(f"userjobs:{ds.name}:{ds.version}:{flt.cache_key()}", lambda: users.user_jobs_sample(ds, flt))
 
-    def compute() -> pl.DataFrame:
-        sql = (
-            "WITH mine AS (SELECT cluster, job_id, vc, gpu_num, state, submit_time, duration, queue, "
-            f"count(*) OVER () AS of_jobs FROM jobs WHERE {where}) "
-            f"SELECT * FROM mine USING SAMPLE reservoir({USER_JOBS_SAMPLE} ROWS) REPEATABLE (7) ORDER BY submit_time"
-        )
-        return db.run(sql, params, ds=ds)
 
-    return cached(f"userjobs:{ds.name}:{ds.version}:{flt.cache_key()}", compute)
+def cluster_names(name: str) -> list[str]:
+    """A dataset's clusters in the order its metadata lists them."""
+    ds = open_dataset(name)
+    return cached(f"clusters:{ds.name}:{ds.version}", lambda: catalog.cluster_names(ds))
+
+
+def gpu_vcs(name: str, cluster: str) -> list[str]:
+    """The VCs of a dataset's cluster that have GPU jobs."""
+    ds = open_dataset(name)
+    return cached(f"gpuvcs:{ds.name}:{ds.version}:{cluster}", lambda: catalog.gpu_vcs(ds, cluster))

@@ -7,13 +7,12 @@ import binascii
 import os
 import re
 import secrets
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from analytics import store
-from analytics.ingest import FORMATS, IngestError, IngestOptions, prepare
+from analytics.ingest import FORMATS, IngestError, IngestOptions, ingest
 from analytics.progress import Progress
 
 MAX_MB_ENV = "HELIOS_UPLOAD_MAX_MB"
@@ -105,12 +104,9 @@ def ingest_staged(
 ) -> store.Dataset:
     """Ingest a staged upload as dataset request['name'] (replacing it only on success); the file is removed."""
     path = staged_path(request, cache_dir)
-    progress = _Reporter(report)
+    source = f"upload {request.get('filename', path.name)}"
     try:
-        jobs, vc_gpus, meta = prepare(path, request["format"], IngestOptions(), progress)
-        meta["source"] = f"upload {request.get('filename', path.name)}"
-        with progress.stage(f"writing dataset {request['name']}"):
-            dataset = store.write_dataset(request["name"], jobs, vc_gpus, meta, root=data_dir)
+        dataset = ingest(path, request["format"], request["name"], IngestOptions(), _Reporter(report), data_dir, source)
     except (IngestError, store.DatasetError, OSError) as exc:
         raise UploadError(" ".join(str(exc).replace(str(path), str(request.get("filename"))).split())[:500]) from None
     finally:
@@ -120,19 +116,8 @@ def ingest_staged(
 
 
 def delete_dataset(name: str, data_dir: Path) -> None:
-    """Remove dataset name: its link disappears in one step, then its folder is deleted."""
+    """Remove dataset name from data_dir (see analytics.store.delete_dataset), as an UploadError when it cannot."""
     try:
-        store.check_name(name)
+        store.delete_dataset(name, data_dir)
     except store.DatasetError as exc:
         raise UploadError(str(exc)[:300]) from None
-    link = Path(data_dir) / name
-    if link.is_symlink():
-        target = link.resolve()
-        link.unlink()
-        shutil.rmtree(target, ignore_errors=True)
-    elif link.is_dir():
-        doomed = link.with_name(f".{name}.deleting-{secrets.token_hex(4)}")
-        link.rename(doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
-    else:
-        raise UploadError(f"dataset {name!r} not found")

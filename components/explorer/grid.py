@@ -1,22 +1,28 @@
-"""The job explorer: AG Grid server-side paging, sorting and filtering over the full jobs table, and CSV export."""
+"""The job explorer's grid: AG Grid's infinite row model over every job matching the filters, with CSV export."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
 import polars as pl
-from flask import Response, request
+from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from analytics import db, schema
-from analytics.filters import JobFilter
-from analytics.store import Dataset, DatasetError
-from components.datasets import access as data
-from components.shell.state import parse_params, to_filter
+from analytics.filters import JobFilter, to_filter, to_params
+from analytics.queries import explorer as queries
+from analytics.store import Dataset
+from components.datasets import access
+from components.explorer import export
+from components.server.cache import cached
+from components.shell.callbacks import USER_ERRORS
 
-COLUMNS: tuple[str, ...] = tuple(c for c in schema.JOB_COLUMNS if c != "job_name")  # Helios has no names
+SPEC = "jobs-spec"
+GRID = "jobs-grid"
+EXPORT = "jobs-export"
+STATUS = "jobs-status"
 HEADERS: dict[str, str] = {
     "job_id": "job id",
     "gpu_num": "GPUs",
@@ -28,44 +34,17 @@ HEADERS: dict[str, str] = {
     "duration": "duration (s)",
     "queue": "queue (s)",
 }
-NUMBER_COLUMNS = frozenset({"job_id", "gpu_num", "cpu_num", "node_num", "duration", "queue"})
-DATE_COLUMNS = frozenset({"submit_time", "start_time", "end_time"})
-TEXT_OPS: dict[str, tuple[str, str]] = {
-    "contains": ("ILIKE", "%{}%"),
-    "notContains": ("NOT ILIKE", "%{}%"),
-    "equals": ("=", "{}"),
-    "notEqual": ("<>", "{}"),
-    "startsWith": ("ILIKE", "{}%"),
-    "endsWith": ("ILIKE", "%{}"),
-}
-COMPARE_OPS: dict[str, str] = {
-    "equals": "=",
-    "notEqual": "<>",
-    "lessThan": "<",
-    "lessThanOrEqual": "<=",
-    "greaterThan": ">",
-    "greaterThanOrEqual": ">=",
-}
-MAX_PAGE_ROWS = 1000
-MAX_CONDITIONS = 10
-MAX_ROW_INDEX = 2**53
-EXPORT_CHUNK_ROWS = 200_000
-ORDER_KEY = '"cluster", "submit_time", "job_id"'
-
-
-class GridFilterError(ValueError):
-    """A grid filter or sort the explorer cannot translate into SQL."""
 
 
 def column_defs() -> list[dict[str, Any]]:
     """AG Grid column definitions with readable headers and the right filter per column type."""
     defs = []
-    for col in COLUMNS:
-        kind = "agNumberColumnFilter" if col in NUMBER_COLUMNS else "agTextColumnFilter"
-        if col in DATE_COLUMNS:
+    for col in queries.COLUMNS:
+        kind = "agNumberColumnFilter" if col in queries.NUMBER_COLUMNS else "agTextColumnFilter"
+        if col in queries.DATE_COLUMNS:
             kind = "agDateColumnFilter"
         filter_params = {"maxNumConditions": 1, "buttons": ["reset"]}
-        width = 170 if col in DATE_COLUMNS else 135 if col == "state" else 110
+        width = 170 if col in queries.DATE_COLUMNS else 135 if col == "state" else 110
         defs.append(
             {
                 "field": col,
@@ -78,167 +57,96 @@ def column_defs() -> list[dict[str, Any]]:
     return defs
 
 
-def _condition(col: str, model: dict[str, Any]) -> tuple[str, list]:
-    if not isinstance(model, dict):
-        raise GridFilterError(f"column {col}: a filter must be an object")
-    ident = f'"{schema.check_identifier(col)}"'
-    op = model.get("type")
-    if op == "blank":
-        return f"{ident} IS NULL", []
-    if op == "notBlank":
-        return f"{ident} IS NOT NULL", []
-    ftype = model.get("filterType")
-    if ftype == "text" and op in TEXT_OPS:
-        sql_op, pattern = TEXT_OPS[op]
-        return f"CAST({ident} AS VARCHAR) {sql_op} ?", [pattern.format(str(model.get("filter", "")))]
-    if ftype in ("number", "date"):
-        lo, hi = ("dateFrom", "dateTo") if ftype == "date" else ("filter", "filterTo")
-        cast = _parse_date if ftype == "date" else _parse_number
-        if op == "inRange":
-            return f"{ident} BETWEEN ? AND ?", [cast(model.get(lo), col), cast(model.get(hi), col)]
-        if op in COMPARE_OPS:
-            return f"{ident} {COMPARE_OPS[op]} ?", [cast(model.get(lo), col)]
-    raise GridFilterError(f"column {col}: unsupported filter {ftype}/{op}")
-
-
-def _parse_number(value: Any, col: str) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise GridFilterError(f"column {col}: {value!r} is not a number") from None
-
-
-def _parse_date(value: Any, col: str) -> datetime:
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        raise GridFilterError(f"column {col}: {value!r} is not a date") from None
-
-
-def grid_where(filter_model: dict[str, Any] | None) -> tuple[str, list]:
-    """Translate an AG Grid filter model into a SQL predicate with bound parameters."""
-    if not isinstance(filter_model, dict | None):
-        raise GridFilterError("the grid filter must be an object of column filters")
-    parts, params = [], []
-    for col, model in (filter_model or {}).items():
-        if col not in COLUMNS:
-            raise GridFilterError(f"unknown column {_shown(col)} in grid filter")
-        if isinstance(model, dict) and "conditions" in model:
-            joiner = " OR " if model.get("operator") == "OR" else " AND "
-            subs = [_condition(col, m) for m in _conditions(col, model["conditions"])]
-            parts.append("(" + joiner.join(s for s, _ in subs) + ")")
-            params.extend(p for _, ps in subs for p in ps)
-        else:
-            sql, ps = _condition(col, model)
-            parts.append(sql)
-            params.extend(ps)
-    return (" AND ".join(parts) or "TRUE"), params
-
-
-def _shown(value: Any) -> str:
-    """A value as it appears in a message: its repr, cut to 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _conditions(col: str, conditions: Any) -> list:
-    if not isinstance(conditions, list) or not 0 < len(conditions) <= MAX_CONDITIONS:
-        raise GridFilterError(f"column {col}: a combined filter needs a list of 1-{MAX_CONDITIONS} conditions")
-    return conditions
-
-
-def order_by(sort_model: list[dict[str, Any]] | None) -> str:
-    """Translate an AG Grid sort model into an ORDER BY list (ties broken by cluster, submit time, job id)."""
-    if not isinstance(sort_model, list | None):
-        raise GridFilterError("the grid sort must be a list of {colId, sort} objects")
-    keys = []
-    for item in sort_model or []:
-        col = item.get("colId", "") if isinstance(item, dict) else item
-        if col not in COLUMNS:
-            raise GridFilterError(f"unknown column {_shown(col)} in grid sort")
-        keys.append(f'"{col}" {"DESC" if item.get("sort") == "desc" else "ASC"} NULLS LAST')
-    return ", ".join([*keys, ORDER_KEY])
-
-
-def _where(flt: JobFilter, filter_model: dict[str, Any] | None) -> tuple[str, list]:
-    base, params = flt.where()
-    extra, extra_params = grid_where(filter_model)
-    return f"({base}) AND ({extra})", [*params, *extra_params]
-
-
-def count_rows(ds: Dataset, flt: JobFilter, filter_model: dict[str, Any] | None) -> int:
-    """How many jobs match the dashboard filters and the grid filter."""
-    where, params = _where(flt, filter_model)
-    return int(db.run(f"SELECT count(*) AS n FROM jobs WHERE {where}", params, ds=ds)["n"][0])
-
-
-def page_rows(ds: Dataset, flt: JobFilter, request_: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    """One block of rows for AG Grid's infinite row model, and the total number of matching rows."""
-    start, end = _row_index(request_, "startRow", 0), _row_index(request_, "endRow", None)
-    limit = min(max((start + 100 if end is None else end) - start, 0), MAX_PAGE_ROWS)
-    fmodel = request_.get("filterModel")
-    where, params = _where(flt, fmodel)
-    sql = (
-        f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE {where} "
-        f"ORDER BY {order_by(request_.get('sortModel'))} LIMIT ? OFFSET ?"
-    )
+def page_rows(ds: Dataset, flt: JobFilter, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """One block of rows for AG Grid's infinite row model, and the total number of matching rows (cached)."""
+    start, limit = queries.block_bounds(request)
+    fmodel, smodel = request.get("filterModel"), request.get("sortModel")
     base_key = f"{ds.name}:{ds.version}:{flt.cache_key()}:{json.dumps(fmodel, sort_keys=True)}"
-    block_key = f"{json.dumps(request_.get('sortModel'), sort_keys=True)}:{start}:{limit}"
-    rows = data.cached(f"rows:{base_key}:{block_key}", lambda: _json_rows(db.run(sql, [*params, limit, start], ds=ds)))
-    total = data.cached(f"count:{base_key}", lambda: count_rows(ds, flt, fmodel))
+    block_key = f"{json.dumps(smodel, sort_keys=True)}:{start}:{limit}"
+    rows = cached(
+        f"rows:{base_key}:{block_key}", lambda: _json_rows(queries.page(ds, flt, fmodel, smodel, start, limit))
+    )
+    total = cached(f"count:{base_key}", lambda: queries.count_rows(ds, flt, fmodel))
     return rows, total
 
 
-def _row_index(request_: dict[str, Any], key: str, default: int | None) -> int | None:
-    value = request_.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_ROW_INDEX:
-        raise GridFilterError(f"{key} must be a row number from 0 to {MAX_ROW_INDEX:,}, not {_shown(value)}")
-    return value
-
-
 def _json_rows(df: pl.DataFrame) -> list[dict[str, Any]]:
-    return df.with_columns(pl.col(c).dt.strftime("%Y-%m-%d %H:%M:%S") for c in DATE_COLUMNS).to_dicts()
+    return df.with_columns(pl.col(c).dt.strftime("%Y-%m-%d %H:%M:%S") for c in queries.DATE_COLUMNS).to_dicts()
 
 
-def export_chunks(ds: Dataset, flt: JobFilter, filter_model: dict | None, sort_model: list | None) -> Iterator[str]:
-    """Yield the matching jobs as CSV text, header first, in chunks of EXPORT_CHUNK_ROWS rows."""
-    where, params = _where(flt, filter_model)
-    sql = f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE {where} ORDER BY {order_by(sort_model)} LIMIT ? OFFSET ?"
-    offset = 0
-    while True:
-        df = db.run(sql, [*params, EXPORT_CHUNK_ROWS, offset], ds=ds)
-        yield df.write_csv(include_header=offset == 0)
-        if df.height < EXPORT_CHUNK_ROWS:
-            return
-        offset += EXPORT_CHUNK_ROWS
+def section(state: dict[str, Any]) -> html.Div:
+    """The job explorer: a server-side AG Grid over every job matching the filters, with CSV export."""
+    return html.Div(
+        [
+            dcc.Store(id=SPEC, data=state),
+            html.Div(
+                [
+                    html.H5("Job explorer", className="mb-0 me-auto"),
+                    html.Span(id=STATUS, className="text-muted small me-2"),
+                    dbc.Button(
+                        "Export CSV",
+                        id=EXPORT,
+                        href=export_href(state, None, None),
+                        external_link=True,
+                        size="sm",
+                        color="secondary",
+                        outline=True,
+                        target="_blank",
+                    ),
+                ],
+                className="d-flex align-items-center mb-2 flex-wrap gap-1",
+            ),
+            dag.AgGrid(
+                id=GRID,
+                columnDefs=column_defs(),
+                defaultColDef={"sortable": True, "resizable": True, "minWidth": 90, "flex": 1},
+                rowModelType="infinite",
+                dashGridOptions={
+                    "rowBuffer": 0,
+                    "cacheBlockSize": 100,
+                    "maxBlocksInCache": 20,
+                    "infiniteInitialRowCount": 100,
+                    "pagination": True,
+                    "paginationPageSize": 100,
+                    "paginationPageSizeSelector": False,
+                },
+                style={"height": "520px", "width": "100%"},
+            ),
+        ],
+        className="mt-2",
+    )
 
 
-def _json_arg(args: dict[str, str], key: str, default: str) -> Any:
-    """A JSON-encoded query parameter, with a one-line message when it is not valid (or too deeply nested) JSON."""
+def export_href(state: dict[str, Any], filter_model: dict | None, sort_model: list | None) -> str:
+    """The CSV export link for the dashboard filters plus the grid's own filter and sort."""
+    params = to_params(state)
+    if filter_model:
+        params["grid_filter"] = json.dumps(filter_model, separators=(",", ":"))
+    if sort_model:
+        params["grid_sort"] = json.dumps(sort_model, separators=(",", ":"))
+    return export.EXPORT_PATH + ("?" + urlencode(params) if params else "")
+
+
+def get_rows(request: dict[str, Any] | None, state: dict[str, Any]):
+    """Answer one AG Grid block request from DuckDB, and refresh the export link and row count."""
+    if not request:
+        return no_update, no_update, no_update
+    if not isinstance(request, dict):
+        return {"rowData": [], "rowCount": 0}, no_update, "⚠ the grid request must be an object"
     try:
-        return json.loads(args.get(key) or default)
-    except (ValueError, RecursionError):
-        raise GridFilterError(f"{key} is not valid JSON") from None
+        rows, total = page_rows(access.open_dataset(state["dataset"]), to_filter(state), request)
+    except USER_ERRORS as exc:
+        return {"rowData": [], "rowCount": 0}, no_update, f"⚠ {exc}"
+    href = export_href(state, request.get("filterModel"), request.get("sortModel"))
+    return {"rowData": rows, "rowCount": total}, href, f"{total:,} jobs"
 
 
-def csv_view() -> Response:
-    """Flask view streaming the filtered jobs as CSV (query: dashboard filters plus grid filter/sort as JSON)."""
-    args = request.args.to_dict()
-    try:
-        state, problems = parse_params(args, data.settings().default_dataset)
-        if problems:
-            raise ValueError(problems[0])
-        ds = data.open_dataset(state["dataset"])
-        flt = to_filter(state)
-        fmodel = _json_arg(args, "grid_filter", "{}")
-        smodel = _json_arg(args, "grid_sort", "[]")
-        grid_where(fmodel)
-        order_by(smodel)
-    except (ValueError, DatasetError) as exc:
-        message = " ".join(str(exc).split())
-        message = message if len(message) <= 300 else message[:297] + "..."
-        return Response(f"cannot export: {message}\n", status=400, mimetype="text/plain")
-    headers = {"Content-Disposition": f'attachment; filename="{ds.name}-jobs.csv"'}
-    return Response(export_chunks(ds, flt, fmodel, smodel), mimetype="text/csv", headers=headers)
+def register(app: Dash) -> None:
+    """Register the grid's row-block callback on app."""
+    app.callback(
+        Output(GRID, "getRowsResponse"),
+        Output(EXPORT, "href"),
+        Output(STATUS, "children"),
+        Input(GRID, "getRowsRequest"),
+        State(SPEC, "data"),
+    )(get_rows)

@@ -8,13 +8,13 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, State, html
 
+from analytics.filters import page_params, parse_query, to_query
 from components.charts import reference
 from components.charts import registry as charts
-from components.datasets import access as data
+from components.datasets import access
 from components.shell import controls
 from components.shell.controls import figure_card, grid, page_header
 from components.shell.layout import dataset_problem, page_state
-from components.shell.state import page_params, parse_query, to_query
 
 dash.register_page(__name__, path="/compare", name="Compare", title="Helios Dashboard · Compare", order=4)
 
@@ -41,7 +41,7 @@ def layout(**params: Any) -> html.Div:
     problem = dataset_problem(state)
     if problem:
         return html.Div([header, problem])
-    names = [d.name for d in data.list_datasets()]
+    names = [d.name for d in access.list_datasets()]
     picked, overlay = chosen(params, names)
     has_reference = bool(reference.load_reference())
     controls_row = dbc.Row(

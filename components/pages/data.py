@@ -12,7 +12,7 @@ from dash import Dash, dcc, html
 
 from analytics.ingest.quality import summary_lines
 from analytics.store import Dataset
-from components.datasets import access as data
+from components.datasets import access
 from components.datasets import admin as data_admin
 from components.server.auth import has_role
 from components.shell.controls import page_header
@@ -114,7 +114,7 @@ def dataset_card(ds: Dataset) -> dbc.Card:
 def layout(**_params: Any) -> html.Div:
     """The data page (it ignores the filters)."""
     header = page_header("Data", "The datasets in the data folder, where they come from and how clean they are.")
-    datasets = data.list_datasets()
+    datasets = access.list_datasets()
     admin = [data_admin.section([d.name for d in datasets])] if has_role("admin") else []
     if not datasets:
         empty = dbc.Alert(["No dataset yet: run ", html.Code("helios demo"), " or upload one."], color="warning")

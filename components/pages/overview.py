@@ -11,7 +11,8 @@ import polars as pl
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
 
 from components.charts import registry as charts
-from components.datasets import access as data
+from components.datasets import access
+from components.server import cache as query_cache
 from components.shell.callbacks import USER_ERRORS
 from components.shell.layout import dataset_problem, page_state
 
@@ -95,7 +96,9 @@ def cluster_cards(state: dict[str, Any]) -> pl.DataFrame:
     """Per-cluster card figures: GPUs, jobs, GPU jobs, active users, completion rate and GPU-hours."""
 
     def compute() -> pl.DataFrame:
-        summary, active = data.parallel(lambda: data.query("cluster_summary", state), lambda: data.active_users(state))
+        summary, active = query_cache.parallel(
+            lambda: access.query("cluster_summary", state), lambda: access.active_users(state)
+        )
         summary = summary.filter(pl.col("id") != "total")
         gpu_time = pl.col("complete_gpu_time") + pl.col("cancel_gpu_time") + pl.col("fail_gpu_time")
         return summary.select(
@@ -107,12 +110,12 @@ def cluster_cards(state: dict[str, Any]) -> pl.DataFrame:
             (gpu_time / 3600).alias("gpu_hours"),
         ).join(active, on="cluster", how="left")
 
-    return data.derived("overview_cards", state, compute)
+    return access.derived("overview_cards", state, compute)
 
 
 def mean_utilization(state: dict[str, Any]) -> dict[str, float]:
     """Mean GPU utilisation (%) per cluster over the selected window (from the hourly utilisation series)."""
-    util = data.query("utilization_resampled", state, every=charts.COARSE_EVERY)
+    util = access.query("utilization_resampled", state, every=charts.COARSE_EVERY)
     means = util.group_by("cluster").agg((pl.col("gpu_utilization").mean() * 100).alias("pct"))
     return dict(means.iter_rows())
 
@@ -149,7 +152,7 @@ def render(state: dict[str, Any]):
     """The cluster cards, the summary table's columns and rows for a filter state."""
     try:
         cards = cluster_cards(state)
-        summary = data.query("cluster_summary", state)
+        summary = access.query("cluster_summary", state)
     except USER_ERRORS as exc:
         return dbc.Alert(str(exc), color="danger"), [], []
     if cards.is_empty():

@@ -10,7 +10,7 @@ import dash_bootstrap_components as dbc
 import polars as pl
 from dash import Dash, Input, Output, dcc, html, no_update
 
-from components.datasets import access as data
+from components.datasets import access
 from components.shell import controls
 from components.shell.callbacks import USER_ERRORS
 from components.shell.controls import figure_card, grid, page_header
@@ -109,7 +109,7 @@ def leaderboard(state: dict[str, Any]) -> html.Div:
 
 def leaderboard_rows(state: dict[str, Any]) -> list[dict[str, Any]]:
     """The leaderboard rows: GPU-hours, jobs, mean GPU-job queue and completion rate per (cluster, user)."""
-    users = data.query("user_table", state)
+    users = access.query("user_table", state)
     if users.is_empty():
         return []
     return (

@@ -2,21 +2,61 @@
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from typing import Any
 
 import dash
+import dash_bootstrap_components as dbc
 from dash import Dash, html
 
-from components.whatif import callbacks as whatif_callbacks
+from analytics.filters import flat_params
+from analytics.store import DatasetError
+from components.datasets import access
+from components.whatif import callbacks, sweep
+from components.whatif import form as whatif_form
+from components.whatif.state import default_form, form_from_params
 
 dash.register_page(__name__, path="/whatif", name="What-if", title="Helios Dashboard · What-if", order=6)
 
+DEFAULT_WINDOW_DAYS = 7
+
+
+def initial_form(params: dict[str, str]) -> tuple[dict, list[str], dict, list[str]]:
+    """The page's form from URL parameters over sensible defaults: (form, datasets, scope, problems)."""
+    names = [d.name for d in access.list_datasets()]
+    dataset = params.get("ds") or access.default_dataset(names, access.settings().default_dataset)
+    scope: dict = {"clusters": [], "vcs": [], "first": None, "last": None}
+    base = default_form(dataset)
+    if dataset in names:
+        clusters = access.cluster_names(dataset)
+        first, last = access.dataset_period(dataset)
+        cluster = params.get("cluster") or (clusters[0] if clusters else "")
+        start = (date.fromisoformat(last) - timedelta(days=DEFAULT_WINDOW_DAYS - 1)).isoformat() if last else None
+        base = default_form(dataset, cluster, start, last)
+        vcs = access.gpu_vcs(dataset, cluster) if cluster in clusters else []
+        scope = {"clusters": clusters, "vcs": vcs, "first": first, "last": last}
+    form, problems = form_from_params(params, base)
+    return form, names, scope, problems
+
 
 def layout(**params: Any) -> html.Div:
-    """The what-if page for the URL's query parameters."""
-    return whatif_callbacks.page_layout(params)
+    """The what-if page for URL query parameters (a scenario with run=1 starts at once)."""
+    flat = flat_params(params)
+    try:
+        form, names, scope, problems = initial_form(flat)
+    except DatasetError as exc:
+        return html.Div([html.H4("What-if"), dbc.Alert(str(exc), color="danger")])
+    if not names:
+        return html.Div(
+            [
+                html.H4("What-if"),
+                dbc.Alert(["No dataset yet. Build one with ", html.Code("helios demo"), "."], color="warning"),
+            ]
+        )
+    page = whatif_form.layout(form, names, scope, flat.get("run") == "1", problems)
+    return html.Div([page, sweep.section()])
 
 
 def register_callbacks(app: Dash) -> None:
     """Register this page's callbacks on app."""
-    whatif_callbacks.register(app)
+    callbacks.register(app)

@@ -7,7 +7,6 @@ wrong credentials get 401 everywhere. Roles: admin (may upload and delete datase
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import ipaddress
@@ -16,11 +15,10 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import flask
@@ -41,7 +39,6 @@ LOGOUT_PATH = "/logout"
 REALM = "Helios Dashboard"
 _NON_PAGE_PREFIXES = ("/_dash-", "/assets/", "/_favicon", "/_reload-hash")
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-F = TypeVar("F", bound=Callable[..., Any])
 _MISSING = (-1, -1)
 
 
@@ -320,24 +317,6 @@ def has_role(role: str) -> bool:
     """True when the current user may act as role."""
     user = current_user()
     return user is not None and user.has_role(role)
-
-
-def require_role(role: str) -> Callable[[F], F]:
-    """Decorator for views and callbacks: abort with 403 (JSON error) unless the current user has role."""
-    check_role(role)
-
-    def decorate(fn: F) -> F:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not has_role(role):
-                resp = flask.jsonify(error=f"the {role} role is required")
-                resp.status_code = 403
-                flask.abort(resp)
-            return fn(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
 
 
 def login_session(user_record: UserRecord) -> None:

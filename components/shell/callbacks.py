@@ -9,12 +9,12 @@ import dash_bootstrap_components as dbc
 from dash import MATCH, Dash, Input, Output, State, ctx, dcc, no_update
 
 from analytics.db import QueryError
+from analytics.filters import empty_state, page_params, parse_params, parse_query, to_query
 from analytics.store import DatasetError
 from components.charts import figures
 from components.charts import registry as charts
-from components.datasets import access as data
+from components.datasets import access
 from components.shell import controls
-from components.shell.state import empty_state, page_params, parse_params, parse_query, to_query
 
 log = logging.getLogger(__name__)
 
@@ -89,15 +89,15 @@ def controls_to_state(values: list) -> tuple[dict[str, Any], list[str]]:
 
 def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tuple:
     """Keep URL and filter bar in step, sending drop-down options with the values they must contain."""
-    default = data.settings().default_dataset
-    names = [d.name for d in data.list_datasets()]
+    default = access.settings().default_dataset
+    names = [d.name for d in access.list_datasets()]
     trigger = ctx.triggered_id
     url, alert, show = no_update, [], True
     if trigger in (None, controls.URL):
-        state, problems = parse_query(search, data.default_dataset(names, default))
+        state, problems = parse_query(search, access.default_dataset(names, default))
         alert = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
     elif trigger == controls.FILTER_RESET:
-        state = empty_state(values[0] or data.default_dataset(names, default))
+        state = empty_state(values[0] or access.default_dataset(names, default))
     elif trigger == controls.DATASET:
         state = empty_state(controls_to_state(list(values))[0]["dataset"])
     else:
@@ -115,8 +115,8 @@ def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
     if not dataset:
         return [], [], [], None, None
     try:
-        opts = data.dataset_options(dataset)
-        first, last = data.dataset_period(dataset)
+        opts = access.dataset_options(dataset)
+        first, last = access.dataset_period(dataset)
     except DatasetError:
         return [], [], [], None, None
     chosen = set(clusters or [])

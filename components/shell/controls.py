@@ -9,7 +9,7 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from analytics import schema
-from components.shell.state import to_query
+from analytics.filters import to_query
 
 # Shell ids.
 URL = "url"

@@ -9,17 +9,16 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 from flask import has_request_context
 
+from analytics.filters import empty_state, flat_params, parse_params
 from analytics.store import DatasetError
-from components.datasets import access as data
+from components.datasets import access
 from components.shell import controls
-from components.shell.state import empty_state, parse_params
 
 
 def page_state(params: dict[str, Any]) -> dict[str, Any]:
     """The filter state of a page from its query parameters (the default dataset when none is named)."""
-    names = [d.name for d in data.list_datasets()]
-    flat = {k: (v[-1] if isinstance(v, list) else v) for k, v in params.items() if isinstance(v, str | list)}
-    state, _ = parse_params(flat, data.default_dataset(names, data.settings().default_dataset))
+    names = [d.name for d in access.list_datasets()]
+    state, _ = parse_params(flat_params(params), access.default_dataset(names, access.settings().default_dataset))
     return state
 
 
@@ -31,7 +30,7 @@ def dataset_problem(state: dict[str, Any]) -> html.Div | None:
             color="warning",
         )
     try:
-        data.open_dataset(state["dataset"])
+        access.open_dataset(state["dataset"])
     except DatasetError as exc:
         return dbc.Alert(str(exc), color="danger")
     return None
@@ -40,8 +39,8 @@ def dataset_problem(state: dict[str, Any]) -> html.Div | None:
 def layout() -> html.Div:
     """The shell around every page; the filter values are filled in from the URL by a callback."""
     # Dash calls this once without a request to check it: no data is read then.
-    names = [d.name for d in data.list_datasets()] if has_request_context() else []
-    state = empty_state(data.default_dataset(names, data.settings().default_dataset) if names else "")
+    names = [d.name for d in access.list_datasets()] if has_request_context() else []
+    state = empty_state(access.default_dataset(names, access.settings().default_dataset) if names else "")
     return html.Div(
         [
             dcc.Location(id=controls.URL, refresh="callback-nav"),  # lets the pages router see filter changes

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import date, datetime
-from typing import Any
+from datetime import datetime
 
 import dash_bootstrap_components as dbc
 import polars as pl
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
-from flask import current_app, has_app_context
 from plotly.io.json import to_json_plotly
 
 from analytics import store
+from components.datasets import access
 from components.server.background import background_manager, poll_interval_ms
 from components.server.settings import Settings
 from components.shell.controls import graph_config
@@ -24,89 +23,21 @@ from components.whatif import sweep as whatif_sweep
 from components.whatif.run import (
     ScenarioProcessError,
     get_or_run,
-    key_of,
     metrics_json,
     results_cache,
     run_in_subprocess,
 )
 from components.whatif.state import (
     POLICY_FIELDS,
-    default_form,
-    form_from_params,
     form_to_config,
     form_to_search,
     preset_defaults,
 )
-from sim.scenario import RECORDED, ScenarioError, ScenarioResult, config_from_dict, config_to_dict
+from sim.scenario import RECORDED, ScenarioError, ScenarioResult, config_to_dict, open_request
 
 USER_ERRORS = (ScenarioError, store.DatasetError, ValueError)
 RUNNING = "running…"
 LOST_RUN = "the run stopped without a result (the server worker was restarted?) — run it again"
-
-
-def app_settings() -> Settings:
-    """The settings of the serving app, or the environment's outside a request."""
-    if has_app_context() and "HELIOS_SETTINGS" in current_app.config:
-        return current_app.config["HELIOS_SETTINGS"]
-    return Settings.from_env()
-
-
-def dataset_choices(settings: Settings) -> list[str]:
-    """Names of the datasets in the data folder."""
-    return [d.name for d in store.list_datasets(settings.data_dir)]
-
-
-def dataset_scope(name: str, settings: Settings) -> tuple[list[str], str | None, str | None]:
-    """A dataset's clusters and its first and last submit day."""
-    ds = store.open_dataset(name, settings.data_dir)
-    row = ds.jobs().select(pl.col("submit_time").min().alias("a"), pl.col("submit_time").max().alias("b")).collect()
-    first, last = row.row(0)
-    clusters = ds.clusters or sorted(ds.jobs().select("cluster").unique().collect()["cluster"].to_list())
-    return clusters, first and first.date().isoformat(), last and last.date().isoformat()
-
-
-def cluster_vcs(name: str, cluster: str, settings: Settings) -> list[str]:
-    """The VCs of a cluster that have GPU jobs."""
-    ds = store.open_dataset(name, settings.data_dir)
-    lazy = ds.jobs().filter((pl.col("cluster") == cluster) & (pl.col("gpu_num") > 0)).select("vc").unique()
-    return sorted(lazy.collect()["vc"].drop_nulls().to_list())
-
-
-def initial_form(params: dict[str, str], settings: Settings) -> tuple[dict, list[str], dict, list[str]]:
-    """The page's form from URL parameters over sensible defaults: (form, datasets, scope, problems)."""
-    names = dataset_choices(settings)
-    wanted = params.get("ds") or (settings.default_dataset if settings.default_dataset in names else "")
-    dataset = wanted or (names[0] if names else "")
-    scope: dict = {"clusters": [], "vcs": [], "first": None, "last": None}
-    base = default_form(dataset)
-    if dataset in names:
-        clusters, first, last = dataset_scope(dataset, settings)
-        cluster = params.get("cluster") or (clusters[0] if clusters else "")
-        start = date.fromordinal(date.fromisoformat(last).toordinal() - 6).isoformat() if last else None
-        base = default_form(dataset, cluster, start, last)
-        vcs = cluster_vcs(dataset, cluster, settings) if cluster in clusters else []
-        scope = {"clusters": clusters, "vcs": vcs, "first": first, "last": last}
-    form, problems = form_from_params(params, base)
-    return form, names, scope, problems
-
-
-def page_layout(params: dict[str, Any]) -> html.Div:
-    """The what-if page for URL query parameters (a scenario with run=1 starts at once)."""
-    settings = app_settings()
-    flat = {k: (v[-1] if isinstance(v, list) else v) for k, v in params.items() if isinstance(v, str | list)}
-    try:
-        form, names, scope, problems = initial_form(flat, settings)
-    except store.DatasetError as exc:
-        return html.Div([html.H4("What-if"), dbc.Alert(str(exc), color="danger")])
-    if not names:
-        return html.Div(
-            [
-                html.H4("What-if"),
-                dbc.Alert(["No dataset yet. Build one with ", html.Code("helios demo"), "."], color="warning"),
-            ]
-        )
-    page = ids.layout(form, names, scope, flat.get("run") == "1", problems)
-    return html.Div([page, whatif_sweep.section()])
 
 
 # --- results ---
@@ -219,8 +150,7 @@ def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings
         raise PreventUpdate
     try:
         form = ids.form_of(list(values), policy_values, energy_values)
-        config = form_to_config(form)
-        key = key_of(config, settings.data_dir)
+        request = open_request(form_to_config(form), settings.data_dir)
     except (*USER_ERRORS, TypeError) as exc:
         return (
             no_update,
@@ -231,13 +161,13 @@ def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings
             "",
         )
     search = form_to_search(form)
-    hit = results_cache(settings).get(key)
+    hit = results_cache(settings).get(request.key)
     if hit is not None:
-        return search, None, no_update, *_shown(hit, key, 0.0, True)
+        return search, None, no_update, *_shown(hit, request.key, 0.0, True)
     return (
         search,
         None,
-        {"config": config_to_dict(config), "token": uuid.uuid4().hex},
+        {"config": config_to_dict(request.config), "token": uuid.uuid4().hex},
         no_update,
         no_update,
         RUNNING,
@@ -246,9 +176,9 @@ def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings
 
 def render_scenario(config_data: dict, settings: Settings, report) -> dict:
     """Run (or fetch) a scenario and render it as plain JSON {children, meta, status}, in a subprocess."""
-    config = config_from_dict(config_data)
-    key, result, seconds, cached = get_or_run(config, settings.data_dir, results_cache(settings), report)
-    children, meta, status = _shown(result, key, seconds, cached)
+    request = open_request(config_data, settings.data_dir)
+    result, seconds, cached = get_or_run(request, results_cache(settings), report)
+    children, meta, status = _shown(result, request.key, seconds, cached)
     return {"children": json.loads(to_json_plotly(children)), "meta": meta, "status": status}
 
 
@@ -370,23 +300,23 @@ def importance_button_style(meta: dict | None, settings: Settings) -> dict | Non
     return None if result is not None and result.importance is not None else ids.HIDDEN
 
 
-def scope_options(dataset: str | None, settings: Settings) -> tuple:
+def scope_options(dataset: str | None) -> tuple:
     """Cluster choices and date bounds of the chosen dataset."""
     if not dataset:
         return [], None, None
     try:
-        clusters, first, last = dataset_scope(dataset, settings)
+        first, last = access.dataset_period(dataset)
+        return access.cluster_names(dataset), first, last
     except store.DatasetError:
         return [], None, None
-    return clusters, first, last
 
 
-def vc_options(dataset: str | None, cluster: str | None, settings: Settings) -> list[str]:
+def vc_options(dataset: str | None, cluster: str | None) -> list[str]:
     """VC choices of the chosen cluster."""
     if not dataset or not cluster:
         return []
     try:
-        return cluster_vcs(dataset, cluster, settings)
+        return access.gpu_vcs(dataset, cluster)
     except store.DatasetError:
         return []
 
@@ -506,12 +436,12 @@ def _register_form(app: Dash, settings: Settings) -> None:
         Output(ids.DATES, "min_date_allowed"),
         Output(ids.DATES, "max_date_allowed"),
         Input(ids.DATASET, "value"),
-    )(lambda dataset: scope_options(dataset, settings))
+    )(scope_options)
     app.callback(
         Output(ids.VCS, "options"),
         Input(ids.DATASET, "value"),
         Input(ids.CLUSTER, "value"),
-    )(lambda dataset, cluster: vc_options(dataset, cluster, settings))
+    )(vc_options)
     app.callback(
         Output(ids.CES_BODY, "style"),
         Input(ids.CES_ENABLED, "value"),

@@ -12,11 +12,9 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
-import polars as pl
-
 from analytics import store
 from components.server.background import REDIS_ENV, _setting, cache_dir
-from sim.scenario import Progress, ScenarioConfig, ScenarioError, ScenarioResult, run_scenario, scenario_key
+from sim.scenario import Progress, ScenarioError, ScenarioRequest, ScenarioResult, run_request
 
 RESULTS_SIZE_LIMIT_BYTES = 2 * 1024**3
 RESULTS_TTL_S = 7 * 24 * 3600
@@ -63,31 +61,15 @@ def results_cache(settings: Any = None):
     return SharedResults(redis_url, local) if redis_url else local
 
 
-def load_inputs(config: ScenarioConfig, data_dir: Path | None) -> tuple[str, pl.DataFrame, pl.DataFrame]:
-    """The dataset version, the cluster's jobs and the VC capacities a scenario needs."""
-    ds = store.open_dataset(config.dataset, data_dir)
-    jobs = ds.jobs().filter(pl.col("cluster") == config.cluster).collect()
-    return ds.version, jobs, ds.vc_gpus()
-
-
-def key_of(config: ScenarioConfig, data_dir: Path | None) -> str:
-    """The cache key of a scenario on the current version of its dataset."""
-    return scenario_key(store.open_dataset(config.dataset, data_dir).version, config)
-
-
-def get_or_run(
-    config: ScenarioConfig, data_dir: Path | None, cache, progress: Progress | None = None
-) -> tuple[str, ScenarioResult, float, bool]:
-    """The scenario's result from the cache, else run and store it: (key, result, seconds, from cache)."""
+def get_or_run(request: ScenarioRequest, cache, progress: Progress | None = None) -> tuple[ScenarioResult, float, bool]:
+    """The request's result from the cache, else run and store it under its key: (result, seconds, from cache)."""
     t0 = time.perf_counter()
-    key = key_of(config, data_dir)
-    hit = cache.get(key)
+    hit = cache.get(request.key)
     if hit is not None:
-        return key, hit, time.perf_counter() - t0, True
-    version, jobs, vc_gpus = load_inputs(config, data_dir)
-    result = run_scenario(config, jobs, vc_gpus, progress)
-    cache.set(scenario_key(version, config), result)
-    return key, result, time.perf_counter() - t0, False
+        return hit, time.perf_counter() - t0, True
+    result = run_request(request, progress)
+    cache.set(request.key, result)
+    return result, time.perf_counter() - t0, False
 
 
 def metrics_json(result: ScenarioResult) -> str:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
+from analytics.filters import parse_params, split_values
 from sim import placers, policies
-from sim.ces.energy import EnergyParams
-from sim.ces.policy import PRESETS, PolicyParams
+from sim.ces.energy import ENERGY_PARAMS, EnergyParams
+from sim.ces.policy import POLICY_PARAMS, PRESETS
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.scenario import DEFAULT_POLICIES, RECORDED, CesOptions, ScenarioConfig, ScenarioError, validate
 
-POLICY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(PolicyParams))
-ENERGY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(EnergyParams))
+POLICY_FIELDS: tuple[str, ...] = POLICY_PARAMS
+ENERGY_FIELDS: tuple[str, ...] = ENERGY_PARAMS
 NUMBER_KEYS: dict[str, str] = {"noise": "noise_level", "load": "load_factor", "cap": "capacity_scale"}
 
 
@@ -49,10 +50,6 @@ def default_preset(cluster: str) -> str:
     return name if name in PRESETS else "philly"
 
 
-def _split(value: str) -> list[str]:
-    return [v for v in (p.strip() for p in value.split(",")) if v]
-
-
 def _number(params: dict[str, str], key: str, problems: list[str]) -> float | None:
     try:
         return float(params[key])
@@ -83,18 +80,18 @@ def _ces_overrides(params: dict[str, str], prefix: str, names: tuple[str, ...], 
 def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str]]:
     """Overlay URL query parameters (one string per key) on a base form; returns the form and the problems."""
     form, problems = dict(base), []
-    simple = {"ds": "dataset", "start": "start", "end": "end"}
-    form.update({field: params[key] for key, field in simple.items() if params.get(key)})
-    if _split(params.get("cluster", "")):
-        form["cluster"] = _split(params["cluster"])[0]  # the shell's filter bar may list several clusters
+    shared, _ = parse_params(params)  # the filter bar's keys; the shell reports their problems
+    form.update(
+        {k: v for k, v in (("dataset", shared["dataset"]), ("start", shared["start"]), ("end", shared["end"])) if v}
+    )
+    if shared["clusters"]:
+        form["cluster"] = shared["clusters"][0]  # the shell's filter bar may list several clusters
     if "vc" in params:
-        form["vcs"] = _split(params["vc"])
+        form["vcs"] = shared["vcs"]
     if "pol" in params:
-        chosen = _split(params["pol"])
-        bad = [p for p in chosen if p not in policies.POLICIES]
-        if bad:
-            problems.append(f"URL parameter pol: unknown policy {', '.join(bad)}; ignored")
-        form["policies"] = [p for p in chosen if p in policies.POLICIES]
+        form["policies"], unknown = (list(names) for names in policies.split_names(split_values(params["pol"])))
+        if unknown:
+            problems.append(f"URL parameter pol: unknown policy {', '.join(unknown)}; ignored")
     choices = {
         "placer": ("placer", tuple(placers.PLACERS)),
         "est": ("estimator", tuple(ESTIMATORS)),
@@ -117,12 +114,6 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
     form["ces_policy"] = _ces_overrides(params, "c_", POLICY_FIELDS, problems) or form["ces_policy"]
     form["ces_energy"] = _ces_overrides(params, "e_", ENERGY_FIELDS, problems) or form["ces_energy"]
     return form, problems
-
-
-def parse_search(search: str | None) -> dict[str, str]:
-    """A URL query string as one string per key (the last one wins)."""
-    raw = parse_qs((search or "").lstrip("?"), keep_blank_values=False)
-    return {k: v[-1] for k, v in raw.items()}
 
 
 def _short(value: float) -> str:
@@ -215,7 +206,7 @@ def form_to_config(form: dict) -> ScenarioConfig:
         vcs=tuple(form.get("vcs") or ()),
         start=form.get("start") or None,
         end=form.get("end") or None,
-        policies=tuple(p for p in policies.POLICIES if p in (form.get("policies") or [])),
+        policies=_policies(form.get("policies") or []),
         placer=form.get("placer") or "consolidate",
         backfill=bool(form.get("backfill")),
         estimator=form.get("estimator") or "history",
@@ -224,6 +215,13 @@ def form_to_config(form: dict) -> ScenarioConfig:
         **numbers,
     )
     return validate(config)
+
+
+def _policies(names: list[str]) -> tuple[str, ...]:
+    try:
+        return policies.check_names(names)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
 
 
 def overrides(values: list[Any], names: tuple[str, ...]) -> dict[str, float]:

@@ -11,7 +11,6 @@ from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 from plotly.io.json import to_json_plotly
 
-from analytics import store
 from components.charts.figures import empty_figure, style
 from components.server.background import poll_interval_ms
 from components.server.settings import Settings
@@ -20,7 +19,7 @@ from components.whatif import form as ids
 from components.whatif.figures import scheme_color
 from components.whatif.run import ScenarioProcessError, run_in_subprocess
 from components.whatif.state import form_to_config
-from sim.scenario import RECORDED, ScenarioError, config_from_dict, config_to_dict
+from sim.scenario import RECORDED, ScenarioError, config_to_dict, open_request
 from sim.sweep import CES_METRICS, parse_grid, run_sweep, sweepable
 
 X_PARAM = "whatif-sweep-x"
@@ -157,10 +156,9 @@ def sweep_figure(frame: pl.DataFrame, grid: dict, metric: str) -> go.Figure:
 
 def sweep_job(config_data: dict, grid: dict, metric: str, settings: Settings, report) -> dict:
     """Run the sweep on Dask and return its figure as JSON (runs in a spawned subprocess)."""
-    config = config_from_dict(config_data)
-    ds = store.open_dataset(config.dataset, settings.data_dir)
-    jobs = ds.jobs().filter(pl.col("cluster") == config.cluster).collect()
-    frame = run_sweep(config, grid, jobs, ds.vc_gpus(), progress=report)
+    request = open_request(config_data, settings.data_dir)
+    jobs, vc_gpus = request.inputs()
+    frame = run_sweep(request.config, grid, jobs, vc_gpus, progress=report)
     figure = sweep_figure(frame, grid, metric)
     return {"figure": json.loads(to_json_plotly(figure)), "rows": frame.height}
 

@@ -23,9 +23,7 @@ class EnergyParams:
     co2_kg_per_kwh: float = knob(0.4, "kg of CO2 per kWh of grid electricity")
 
 
-def energy_param_names() -> tuple[str, ...]:
-    """Names of the adjustable energy parameters."""
-    return tuple(f.name for f in fields(EnergyParams))
+ENERGY_PARAMS: tuple[str, ...] = tuple(f.name for f in fields(EnergyParams))  # the adjustable knobs, in order
 
 
 def account(total: np.ndarray, running: np.ndarray, active: np.ndarray, params: EnergyParams) -> dict:

@@ -36,6 +36,9 @@ PRESETS: dict[str, PolicyParams] = {
 }
 
 
+POLICY_PARAMS: tuple[str, ...] = tuple(f.name for f in fields(PolicyParams))  # the adjustable knobs, in order
+
+
 @dataclass(frozen=True)
 class PolicyTrace:
     """Step-by-step outcome: powered nodes, their recorded changes and the demand they failed to cover."""
@@ -43,11 +46,6 @@ class PolicyTrace:
     active: np.ndarray
     change: np.ndarray
     lack: np.ndarray
-
-
-def param_names() -> tuple[str, ...]:
-    """Names of the adjustable policy parameters."""
-    return tuple(f.name for f in fields(PolicyParams))
 
 
 def window_means(prediction: np.ndarray, length: int) -> np.ndarray:

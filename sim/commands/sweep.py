@@ -15,7 +15,7 @@ from sim import placers, policies
 from sim.ces.policy import PRESETS
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
-from sim.scenario import RECORDED, CesOptions, ScenarioConfig, ScenarioError, validate
+from sim.scenario import RECORDED, CesOptions, ScenarioConfig, ScenarioError, scenario_inputs, validate
 from sim.sweep import SCHEDULER_ENV, parse_grid, run_sweep, sweepable
 
 
@@ -106,9 +106,8 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         grid = parse_grid(args.grid)
         base = base_config(args)
-        ds = open_dataset(args.dataset)
-        jobs = ds.jobs().filter(pl.col("cluster") == args.cluster).collect()
-        frame = run_sweep(base, grid, jobs, ds.vc_gpus(), progress=_stderr_progress)
+        jobs, vc_gpus = scenario_inputs(open_dataset(args.dataset), args.cluster)
+        frame = run_sweep(base, grid, jobs, vc_gpus, progress=_stderr_progress)
     except (ScenarioError, DatasetError, ValueError, OSError) as exc:
         return fail(str(exc))
     if args.out:

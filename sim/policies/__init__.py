@@ -7,6 +7,7 @@ running jobs; each event the engine walks all of them in key order against the V
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,8 +138,21 @@ class Las:
 POLICIES = {"fifo": Fifo, "sjf": Sjf, "qssf": Qssf, "srtf": Srtf, "las": Las}
 
 
+def split_names(names: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The registered policy names among names in the registry's order, and the unknown ones as given."""
+    given = list(names)
+    return tuple(p for p in POLICIES if p in given), tuple(n for n in given if n not in POLICIES)
+
+
+def check_names(names: Iterable[str]) -> tuple[str, ...]:
+    """The policy names in the registry's order, or ValueError naming the first unknown one and the choices."""
+    known, unknown = split_names(names)
+    if unknown:
+        raise ValueError(f"unknown policy {unknown[0]!r}; expected one of {', '.join(POLICIES)}")
+    return known
+
+
 def get(name: str, las_threshold_gpu_s: float = 3600.0):
     """An instance of the policy registered as name, or ValueError naming the choices."""
-    if name not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}")
+    check_names([name])
     return Las(las_threshold_gpu_s) if name == "las" else POLICIES[name]()

@@ -20,25 +20,28 @@ from analytics.store import Dataset
 _STATE_SHARES = (("completed_pct", "COMPLETED"), ("cancelled_pct", "CANCELLED"), ("failed_pct", "FAILED"))
 
 
+def filter_expr(flt: JobFilter, *, window: bool = True) -> pl.Expr:
+    """The filter's predicate as a Polars expression on the jobs columns; window=False ignores start/end."""
+    preds: list[pl.Expr] = []
+    for name, values in (("cluster", flt.clusters), ("vc", flt.vcs), ("user", flt.users), ("state", flt.states)):
+        if values:
+            preds.append(pl.col(name).is_in(list(values)))
+    if window and flt.start is not None:
+        preds.append(pl.col("submit_time") >= flt.start)
+    if window and flt.end is not None:
+        preds.append(pl.col("submit_time") < flt.end)
+    if flt.job_kind != "all":
+        preds.append(pl.col("gpu_num") > 0 if flt.job_kind == "gpu" else pl.col("gpu_num") == 0)
+    if flt.gpu_min is not None:
+        preds.append(pl.col("gpu_num") >= flt.gpu_min)
+    if flt.gpu_max is not None:
+        preds.append(pl.col("gpu_num") <= flt.gpu_max)
+    return pl.all_horizontal(preds) if preds else pl.lit(True)
+
+
 def ref_jobs(ds: Dataset, flt: JobFilter, window: bool = True) -> pl.DataFrame:
     """All jobs of ds that the filter keeps, read eagerly; window=False ignores start/end."""
-    df = ds.jobs().collect()
-    for col, values in (("cluster", flt.clusters), ("vc", flt.vcs), ("user", flt.users), ("state", flt.states)):
-        if values:
-            df = df.filter(pl.col(col).is_in(list(values)))
-    if window and flt.start:
-        df = df.filter(pl.col("submit_time") >= flt.start)
-    if window and flt.end:
-        df = df.filter(pl.col("submit_time") < flt.end)
-    if flt.job_kind == "gpu":
-        df = df.filter(pl.col("gpu_num") > 0)
-    if flt.job_kind == "cpu":
-        df = df.filter(pl.col("gpu_num") == 0)
-    if flt.gpu_min is not None:
-        df = df.filter(pl.col("gpu_num") >= flt.gpu_min)
-    if flt.gpu_max is not None:
-        df = df.filter(pl.col("gpu_num") <= flt.gpu_max)
-    return df
+    return ds.jobs().collect().filter(filter_expr(flt, window=window))
 
 
 def _group(state: str | None) -> str | None:

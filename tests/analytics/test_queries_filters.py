@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from analytics import db
 from analytics.filters import NO_FILTER, JobFilter
+from tests.analytics.polars_ref import filter_expr
 
 
 def test_empty_filter_is_true():
@@ -113,7 +114,7 @@ _filters = st.builds(
 def test_sql_predicate_and_polars_expression_select_the_same_jobs(small_ds, flt):
     where, params = flt.where()
     via_sql = db.run(f"SELECT job_id FROM jobs WHERE {where} ORDER BY job_id", params, ds=small_ds)["job_id"]
-    via_polars = small_ds.jobs().filter(flt.expr()).select("job_id").sort("job_id").collect()["job_id"]
+    via_polars = small_ds.jobs().filter(filter_expr(flt)).select("job_id").sort("job_id").collect()["job_id"]
     assert via_sql.to_list() == via_polars.to_list()
     assert JobFilter.from_dict(json.loads(json.dumps(flt.to_dict()))) == flt
 
@@ -158,4 +159,4 @@ def test_run_is_safe_from_many_threads(small_ds):
 
 def test_filter_expression_matches_on_frames():
     df = pl.DataFrame({"gpu_num": [0, 1, 8], "cluster": ["a", "a", "b"]})
-    assert df.filter(JobFilter(job_kind="gpu", clusters=("a",)).expr(window=False))["gpu_num"].to_list() == [1]
+    assert df.filter(filter_expr(JobFilter(job_kind="gpu", clusters=("a",)), window=False))["gpu_num"].to_list() == [1]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hmac
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import flask
 import pytest
@@ -15,9 +18,9 @@ from dash import Dash, Input, Output, dcc, html
 
 from components.server import auth
 from components.server import users as auth_users
-from components.server.auth import AuthSettings, VerifiedCache, install_auth, parse_networks, require_role
+from components.server.auth import AuthSettings, VerifiedCache, has_role, install_auth, parse_networks
 from components.server.health import install_health
-from components.server.users import UserRecord, UsersFileError, hash_password, save_users
+from components.server.users import UserRecord, UsersFileError, check_role, hash_password, save_users
 
 PASSWORDS = {"alice": "alice-admin-pw", "victor": "victor-viewer-pw"}
 ROLES = {"alice": "admin", "victor": "viewer"}
@@ -67,6 +70,27 @@ def settings_for(users_file: Path | None, proxies: str = "10.0.0.0/8") -> AuthSe
         proxy_role_header="X-Forwarded-Role",
         secret_key="test-secret-key",
     )
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def require_role(role: str) -> Callable[[F], F]:
+    """Test views and callbacks guarded like the admin actions: 403 (JSON error) unless the user has role."""
+    check_role(role)
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not has_role(role):
+                resp = flask.jsonify(error=f"the {role} role is required")
+                resp.status_code = 403
+                flask.abort(resp)
+            return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 def _register_callbacks(app: Dash) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import flask
 import polars as pl
 
-from components.datasets import access as data
+from analytics.filters import empty_state
+from components.datasets import access
+from components.server import cache as query_cache
 from components.server.settings import Settings
-from components.shell.state import empty_state
 
 
 def test_settings_come_from_the_environment(monkeypatch, tmp_path):
@@ -22,22 +23,22 @@ def test_settings_come_from_the_environment(monkeypatch, tmp_path):
 
 def test_the_cache_is_a_file_cache_by_default_and_redis_when_a_url_is_set(tmp_path):
     files, redis = flask.Flask("files"), flask.Flask("redis")
-    data.init_cache(files, Settings(cache_dir=tmp_path / "c"))
-    data.init_cache(redis, Settings(redis_url="redis://127.0.0.1:6399/0"))
+    query_cache.init_cache(files, Settings(cache_dir=tmp_path / "c"))
+    query_cache.init_cache(redis, Settings(redis_url="redis://127.0.0.1:6399/0"))
     with files.app_context():
-        assert type(data.cache.cache).__name__ == "FileSystemCache"
-        data.cache.set("k", 1)
-        assert data.cache.get("k") == 1 and any((tmp_path / "c" / "queries").iterdir())
+        assert type(query_cache.cache.cache).__name__ == "FileSystemCache"
+        query_cache.cache.set("k", 1)
+        assert query_cache.cache.get("k") == 1 and any((tmp_path / "c" / "queries").iterdir())
     with redis.app_context():
-        assert type(data.cache.cache).__name__ == "RedisCache"
+        assert type(query_cache.cache.cache).__name__ == "RedisCache"
 
 
 def test_cached_queries_follow_the_dataset_version(dash_app, small_data, write_small):
     state = {**empty_state("helios-synth"), "clusters": ["Venus"]}
     with dash_app.server.test_request_context():
-        before = data.query("cluster_summary", state)
+        before = access.query("cluster_summary", state)
         write_small("helios-synth", small_data, n_jobs=500)  # the dataset is rewritten: a new version
-        after = data.query("cluster_summary", state)
+        after = access.query("cluster_summary", state)
     jobs = pl.col("job_num")
     assert (
         before.filter(pl.col("id") == "Venus").select(jobs).item()

@@ -11,10 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from analytics.filters import empty_state, to_filter
 from components.charts import registry as charts
 from components.explorer import grid as explorer
 from components.shell import callbacks, controls
-from components.shell.state import empty_state, to_filter
+from tests.analytics.polars_ref import filter_expr
 
 
 @pytest.fixture
@@ -264,10 +265,10 @@ def test_csv_export_streams_every_filtered_row(ui, dash_app):
     assert resp.status_code == 200 and resp.mimetype == "text/csv"
     rows = list(csv.DictReader(io.StringIO(resp.get_data(as_text=True))))
     with dash_app.server.test_request_context():
-        from components.datasets import access as data
+        from components.datasets import access
 
-        ds = data.open_dataset("helios-synth")
-        expected = ds.jobs().filter(to_filter({**empty_state(), "clusters": ["Venus"], "gpu_min": 8}).expr())
+        ds = access.open_dataset("helios-synth")
+        expected = ds.jobs().filter(filter_expr(to_filter({**empty_state(), "clusters": ["Venus"], "gpu_min": 8})))
         assert len(rows) == expected.collect().height > 0
     assert {r["cluster"] for r in rows} == {"Venus"} and min(int(r["gpu_num"]) for r in rows) >= 8
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from components.shell.state import empty_state, parse_query, to_filter, to_query
+from analytics.filters import empty_state, parse_query, to_filter, to_query
 
 NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=8)
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from components.shell.state import empty_state
+from analytics.filters import empty_state
 
 MB_VALUE = "Z" * 1_000_000
 INJECT = "x' OR '1'='1'; DROP TABLE jobs; --"

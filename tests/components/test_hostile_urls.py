@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 
 import pytest
 
+from analytics.filters import empty_state
 from components.shell import callbacks, controls
-from components.shell.state import empty_state
 
 MB_VALUE = "Z" * 1_000_000
 HOSTILE: dict[str, str] = {

@@ -169,12 +169,12 @@ def test_a_stopped_redis_degrades_to_the_local_cache(small_data, tmp_path, caplo
     url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
     app = create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache", redis_url=url))
     client = app.server.test_client()
-    caplog.set_level(logging.WARNING, logger="components.datasets.access")
-    from components.datasets import access as data
+    caplog.set_level(logging.WARNING, logger="components.server.cache")
+    from components.server import cache as query_cache
 
     with app.server.test_request_context():
-        first = data.cached("k", lambda: 41 + 1)
-        again = data.cached("k", lambda: pytest.fail("the local cache should have answered"))
+        first = query_cache.cached("k", lambda: 41 + 1)
+        again = query_cache.cached("k", lambda: pytest.fail("the local cache should have answered"))
     assert first == again == 42
     assert "serving with this worker's local cache" in caplog.text
     health = client.get("/healthz").get_json()

@@ -47,11 +47,12 @@ def _table(page) -> list[str]:
 
 
 def _cached_key(url: str, settings):
-    from components.whatif.run import key_of
-    from components.whatif.state import default_form, form_from_params, form_to_config, parse_search
+    from analytics.filters import query_params
+    from components.whatif.state import default_form, form_from_params, form_to_config
+    from sim.scenario import open_request
 
-    form, _ = form_from_params(parse_search(url.split("?", 1)[1]), default_form())
-    return key_of(form_to_config(form), settings.data_dir)
+    form, _ = form_from_params(query_params(url.split("?", 1)[1]), default_form())
+    return open_request(form_to_config(form), settings.data_dir).key
 
 
 def _explain(tab) -> str:

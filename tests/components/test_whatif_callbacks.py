@@ -13,6 +13,7 @@ from dash._callback_context import context_value
 from dash._utils import AttributeDict
 from plotly.io.json import to_json_plotly
 
+from analytics.filters import query_params
 from components.charts.figures import PALETTE
 from components.server.background import BackgroundSetupError, background_manager, poll_interval_ms
 from components.server.settings import Settings
@@ -25,7 +26,6 @@ from components.whatif.state import (
     form_from_params,
     form_to_config,
     form_to_params,
-    parse_search,
 )
 from sim.scenario import RECORDED, config_to_dict
 
@@ -100,14 +100,14 @@ def test_form_round_trips_through_the_url():
 
 
 def test_bad_url_values_are_reported_and_ignored():
-    params = parse_search("?ds=helios-synth&pol=fifo,magic&load=fast&est=psychic&c_buffer=x")
+    params = query_params("?ds=helios-synth&pol=fifo,magic&load=fast&est=psychic&c_buffer=x")
     form, problems = form_from_params(params, _form())
     assert form["policies"] == ["fifo"] and form["load_factor"] == 1.0 and form["estimator"] == "history"
     assert len(problems) == 4 and any("magic" in p for p in problems)
 
 
 def test_the_first_of_several_clusters_from_the_filter_bar_is_used():
-    form, _ = form_from_params(parse_search("?ds=helios-synth&cluster=Venus,Earth"), _form())
+    form, _ = form_from_params(query_params("?ds=helios-synth&cluster=Venus,Earth"), _form())
     assert form["cluster"] == "Venus"
 
 
@@ -286,16 +286,19 @@ def test_poll_interval_comes_from_the_environment(monkeypatch):
 
 def test_results_cache_is_keyed_by_dataset_version(settings, write_small):
     from components.whatif.run import get_or_run
+    from sim.scenario import open_request
 
     config = form_to_config(_form())
     cache = results_cache(settings)
-    key1, first, _, cached1 = get_or_run(config, settings.data_dir, cache)
-    key2, again, _, cached2 = get_or_run(config, settings.data_dir, cache)
-    assert (cached1, cached2) == (False, True) and key1 == key2
+    request = open_request(config, settings.data_dir)
+    first, _, cached1 = get_or_run(request, cache)
+    again, _, cached2 = get_or_run(open_request(config, settings.data_dir), cache)
+    assert (cached1, cached2) == (False, True)
     assert again.summary.equals(first.summary) and again.records.equals(first.records)
     write_small("helios-synth", settings.data_dir, n_jobs=2500)  # a new version of the dataset
-    key3, rerun, _, cached3 = get_or_run(config, settings.data_dir, cache)
-    assert key3 != key1 and cached3 is False and rerun.jobs != first.jobs
+    newer = open_request(config, settings.data_dir)
+    rerun, _, cached3 = get_or_run(newer, cache)
+    assert newer.key != request.key and cached3 is False and rerun.jobs != first.jobs
 
 
 def test_importance_figure_draws_horizontal_bars_largest_on_top():

@@ -1,0 +1,54 @@
+"""What-if scenarios: several scheduling policies (and optionally CES) over one window, compared with the record.
+
+`config` holds the validated configuration and the request that binds it to a dataset version and a cache key,
+`run` the runner, `outputs` the comparison outputs and `energy` the CES part.
+"""
+
+from sim.scenario.config import (
+    DEFAULT_POLICIES,
+    RECORDED,
+    CesOptions,
+    ScenarioConfig,
+    ScenarioError,
+    ScenarioRequest,
+    config_from_dict,
+    config_to_dict,
+    open_request,
+    scenario_inputs,
+    scenario_key,
+    validate,
+)
+from sim.scenario.outputs import ScenarioResult, records_timeline
+from sim.scenario.run import (
+    LADDER,
+    Progress,
+    predictions,
+    predictions_and_importance,
+    run_request,
+    run_scenario,
+    simulate,
+)
+
+__all__ = [
+    "DEFAULT_POLICIES",
+    "LADDER",
+    "RECORDED",
+    "CesOptions",
+    "Progress",
+    "ScenarioConfig",
+    "ScenarioError",
+    "ScenarioRequest",
+    "ScenarioResult",
+    "config_from_dict",
+    "config_to_dict",
+    "open_request",
+    "predictions",
+    "predictions_and_importance",
+    "records_timeline",
+    "run_request",
+    "run_scenario",
+    "scenario_inputs",
+    "scenario_key",
+    "simulate",
+    "validate",
+]

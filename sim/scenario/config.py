@@ -1,0 +1,198 @@
+"""A what-if scenario's configuration, validated once, and the request that binds it to one version of its dataset.
+
+`open_request(config, data_dir)` validates a `ScenarioConfig` (or its dict), opens its dataset once and computes
+the result cache key; the run, the cache and the sweep all take that `ScenarioRequest`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from analytics.store import Dataset, open_dataset
+from sim import placers, policies
+from sim.ces.energy import ENERGY_PARAMS
+from sim.ces.policy import POLICY_PARAMS, PRESETS
+from sim.ces.run import MODES
+from sim.estimators import ESTIMATORS
+
+SCENARIO_CODE_VERSION = "3"  # bump when the results of the same configuration change
+RECORDED = "recorded"
+DEFAULT_POLICIES: tuple[str, ...] = ("fifo", "sjf", "srtf", "qssf")
+
+
+class ScenarioError(ValueError):
+    """A scenario configuration that cannot run (unknown policy, bad number, empty window)."""
+
+
+@dataclass(frozen=True)
+class CesOptions:
+    """The CES part of a scenario: preset, forecaster mode, schedule replayed and parameter overrides."""
+
+    enabled: bool = False
+    preset: str = "earth"
+    mode: str = "honest"
+    schedule: str = RECORDED  # "recorded" or one of the scenario's policies (window jobs at simulated times)
+    policy: tuple[tuple[str, float], ...] = ()  # overrides of PolicyParams fields
+    energy: tuple[tuple[str, float], ...] = ()  # overrides of EnergyParams fields
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    """Everything that decides a scenario's results (the dataset's version aside)."""
+
+    dataset: str = ""
+    cluster: str = ""
+    vcs: tuple[str, ...] = ()
+    start: str | None = None  # first submit day, YYYY-MM-DD
+    end: str | None = None  # last submit day (inclusive), YYYY-MM-DD
+    policies: tuple[str, ...] = DEFAULT_POLICIES
+    placer: str = "consolidate"
+    backfill: bool = False
+    estimator: str = "history"
+    noise_level: float = 1.0  # noisy-oracle only: 0 = oracle, 1 = the artifact's error model, 2 = twice its errors
+    load_factor: float = 1.0
+    capacity_scale: float = 1.0
+    gpus_per_node: int = 8
+    seed: int = 0
+    ladder: bool = False  # also run QSSF with each predictor of LADDER
+    ces: CesOptions = field(default_factory=CesOptions)
+
+
+def _check_day(value: str | None, name: str) -> None:
+    if value is None:
+        return
+    try:
+        date.fromisoformat(value)
+    except ValueError as exc:
+        raise ScenarioError(f"{name} {value!r} is not a date (YYYY-MM-DD)") from exc
+
+
+def _check_positive(value: float, name: str) -> None:
+    if not np.isfinite(value) or value <= 0:
+        raise ScenarioError(f"{name} must be a positive number, got {value}")
+
+
+def _check_ces(ces: CesOptions, policies_run: tuple[str, ...]) -> None:
+    if ces.preset not in PRESETS:
+        raise ScenarioError(f"unknown CES preset {ces.preset!r}; expected one of {', '.join(PRESETS)}")
+    if ces.mode not in MODES:
+        raise ScenarioError(f"unknown CES mode {ces.mode!r}; expected one of {', '.join(MODES)}")
+    if ces.schedule != RECORDED and ces.schedule not in policies_run:
+        raise ScenarioError(f"CES schedule {ces.schedule!r} must be 'recorded' or one of the chosen policies")
+    for name, value in ces.policy:
+        if name not in POLICY_PARAMS:
+            raise ScenarioError(f"unknown CES policy parameter {name!r}")
+        if value < 0 or (name in ("history", "future", "warmup") and value < 1):
+            raise ScenarioError(f"CES parameter {name} out of range: {value}")
+    for name, value in ces.energy:
+        if name not in ENERGY_PARAMS:
+            raise ScenarioError(f"unknown CES energy parameter {name!r}")
+        if value < 0:
+            raise ScenarioError(f"CES energy parameter {name} must not be negative, got {value}")
+
+
+def validate(config: ScenarioConfig) -> ScenarioConfig:
+    """Return config unchanged if it can run, else raise ScenarioError naming the first bad field."""
+    if not config.cluster:
+        raise ScenarioError("choose a cluster")
+    try:
+        policies.check_names(config.policies)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+    if not config.policies and not config.ces.enabled:
+        raise ScenarioError("choose at least one policy (or enable CES)")
+    if config.placer not in placers.PLACERS:
+        raise ScenarioError(f"unknown placer {config.placer!r}; expected one of {', '.join(placers.PLACERS)}")
+    if config.estimator not in ESTIMATORS:
+        raise ScenarioError(f"unknown predictor {config.estimator!r}; expected one of {', '.join(ESTIMATORS)}")
+    _check_day(config.start, "start")
+    _check_day(config.end, "end")
+    if config.start and config.end and config.end < config.start:
+        raise ScenarioError(f"end {config.end} is before start {config.start}")
+    _check_positive(config.load_factor, "load factor")
+    _check_positive(config.capacity_scale, "VC capacity scale")
+    if not 0 <= config.noise_level <= 10:
+        raise ScenarioError(f"noise level must be between 0 and 10, got {config.noise_level}")
+    if config.gpus_per_node < 1:
+        raise ScenarioError(f"GPUs per node must be at least 1, got {config.gpus_per_node}")
+    if config.ces.enabled:
+        _check_ces(config.ces, config.policies)
+    return config
+
+
+def config_to_dict(config: ScenarioConfig) -> dict[str, Any]:
+    """A JSON-ready dict of config (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def config_from_dict(data: dict[str, Any]) -> ScenarioConfig:
+    """Build and validate a ScenarioConfig from a dict such as config_to_dict's output."""
+    known = {f.name for f in dataclasses.fields(ScenarioConfig)}
+    extra = sorted(set(data) - known)
+    if extra:
+        raise ScenarioError(f"unknown scenario field(s): {', '.join(extra)}")
+    ces_data = dict(data.get("ces") or {})
+    ces_known = {f.name for f in dataclasses.fields(CesOptions)}
+    if set(ces_data) - ces_known:
+        raise ScenarioError(f"unknown CES field(s): {', '.join(sorted(set(ces_data) - ces_known))}")
+    for key in ("policy", "energy"):
+        pairs = ces_data.get(key) or ()
+        items = pairs.items() if isinstance(pairs, dict) else pairs
+        ces_data[key] = tuple(sorted((str(k), float(v)) for k, v in items))
+    values = {k: v for k, v in data.items() if k != "ces"}
+    for key in ("vcs", "policies"):
+        if key in values:
+            values[key] = tuple(values[key] or ())
+    try:
+        config = ScenarioConfig(**values, ces=CesOptions(**ces_data))
+    except TypeError as exc:
+        raise ScenarioError(f"bad scenario: {exc}") from exc
+    return validate(config)
+
+
+def scenario_key(dataset_version: str, config: ScenarioConfig) -> str:
+    """A stable hash of the dataset version, the code version and the whole configuration."""
+    payload = {
+        "dataset_version": dataset_version,
+        "code": SCENARIO_CODE_VERSION,
+        "config": config_to_dict(config),
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class ScenarioRequest:
+    """A validated scenario bound to the dataset version it runs on, with its result cache key."""
+
+    config: ScenarioConfig
+    dataset: Dataset
+    key: str
+
+    def inputs(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The scenario cluster's jobs and the VC capacities, read from the opened dataset."""
+        return scenario_inputs(self.dataset, self.config.cluster)
+
+
+def scenario_inputs(dataset: Dataset, cluster: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A cluster's jobs and the VC capacities of a dataset: what a scenario (or a sweep of them) runs on."""
+    jobs = dataset.jobs().filter(pl.col("cluster") == cluster).collect()
+    return jobs, dataset.vc_gpus()
+
+
+def open_request(config: ScenarioConfig | dict[str, Any], data_dir: Path | None = None) -> ScenarioRequest:
+    """Validate config (or its dict form) once, open its dataset under data_dir once and key the pair."""
+    checked = config_from_dict(config) if isinstance(config, dict) else validate(config)
+    if not checked.dataset:
+        raise ScenarioError("choose a dataset")
+    dataset = open_dataset(checked.dataset, data_dir)
+    return ScenarioRequest(checked, dataset, scenario_key(dataset.version, checked))

@@ -1,0 +1,316 @@
+"""Run a what-if scenario: select the window, predict durations, simulate every policy VC by VC, add CES.
+
+`run_scenario(config, jobs, vc_gpus, progress)` is pure (no UI, no I/O) and reports progress between VCs and on a
+heartbeat; `run_request(request, progress)` runs a `ScenarioRequest` on its opened dataset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import numpy as np
+import polars as pl
+
+from sim import engine, workload
+from sim.estimators import noisy_oracle_predict, predict, quality
+from sim.estimators.lgbm import lightgbm_fit_predict
+from sim.model import SimConfig, SimResult, VCResult, Workload
+from sim.scenario.config import RECORDED, ScenarioConfig, ScenarioError, ScenarioRequest, config_to_dict, validate
+from sim.scenario.energy import run_ces_part
+from sim.scenario.outputs import (
+    ScenarioResult,
+    cdf_points,
+    engine_timeline,
+    per_vc_means,
+    predictor_quality,
+    recorded_records,
+    records_timeline,
+    sim_records,
+    summary_row,
+    timeline_frame,
+    timeline_grid,
+    with_factors,
+)
+
+LGBM_TRAIN_JOBS = 50_000  # most recent past jobs LightGBM is fitted on (keeps the fit to seconds)
+HEARTBEAT_S = 0.5
+LADDER: tuple[str, ...] = ("oracle", "lightgbm", "history", "none")
+
+Progress = Callable[[float, str], None]
+
+
+class _Reporter:
+    """Forwards stage progress to the callback and repeats the last message on a heartbeat while work runs."""
+
+    def __init__(self, progress: Progress | None, heartbeat_s: float):
+        self.progress = progress
+        self.heartbeat_s = heartbeat_s
+        self.fraction, self.message = 0.0, "starting"
+        self.t0 = time.perf_counter()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Reporter:
+        if self.progress is not None and self.heartbeat_s > 0:
+            self.thread = threading.Thread(target=self._beat, name="scenario-heartbeat", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
+    def _emit(self) -> None:
+        if self.progress is not None:
+            elapsed = time.perf_counter() - self.t0
+            self.progress(self.fraction, f"{self.message} ({elapsed:.1f} s)")
+
+    def _beat(self) -> None:
+        while not self.stop.wait(self.heartbeat_s):
+            with self.lock:
+                self._emit()
+
+    def report(self, fraction: float, message: str) -> None:
+        """Record and send a new progress fraction (0..1) and message."""
+        with self.lock:
+            self.fraction, self.message = min(max(fraction, 0.0), 1.0), message
+            self._emit()
+
+
+def _window(config: ScenarioConfig, jobs: pl.DataFrame) -> workload.Window:
+    start = datetime.fromisoformat(config.start) if config.start else None
+    end = datetime.fromisoformat(config.end) + timedelta(days=1, seconds=-1) if config.end else None
+    try:
+        return workload.select_window(jobs, config.cluster, list(config.vcs) or None, start, end)
+    except workload.WorkloadError as exc:
+        raise ScenarioError(str(exc)) from exc
+
+
+def predictions(name: str, window: workload.Window, seed: int, noise_level: float = 1.0) -> np.ndarray:
+    """Predicted durations (s) of the window jobs; 'none' predicts one constant (no information)."""
+    return predictions_and_importance(name, window, seed, noise_level)[0]
+
+
+def predictions_and_importance(
+    name: str, window: workload.Window, seed: int, noise_level: float = 1.0
+) -> tuple[np.ndarray, dict[str, float] | None]:
+    """`predictions` plus LightGBM's gain share (%) per feature (None for the other predictors)."""
+    if name == "none":
+        return np.ones(window.jobs.height, dtype=np.float64), None
+    if name == "noisy-oracle":
+        true_s = window.jobs.get_column("duration").fill_null(0).to_numpy().astype(np.float64)
+        artifact = noisy_oracle_predict(window.history, window.jobs, seed)
+        return np.trunc(true_s + noise_level * (artifact - true_s)), None
+    if name == "lightgbm":
+        return lightgbm_fit_predict(window.history.tail(LGBM_TRAIN_JOBS), window.jobs, seed)
+    return predict(name, window.history, window.jobs, seed), None
+
+
+def _sim_config(config: ScenarioConfig, policy: str) -> SimConfig:
+    return SimConfig(
+        policy=policy,
+        placer=config.placer,
+        gpus_per_node=config.gpus_per_node,
+        backfill=config.backfill,
+        seed=config.seed,
+    )
+
+
+def _sub_workload(w: Workload, v: int) -> tuple[Workload, np.ndarray]:
+    rows = w.vc_rows(v)
+    rec = w.recorded_start_s[rows] if w.recorded_start_s is not None else None
+    sub = Workload(
+        job_id=w.job_id[rows],
+        vc_index=np.zeros(rows.shape[0], dtype=np.int32),
+        submit_s=w.submit_s[rows],
+        duration_s=w.duration_s[rows],
+        gpu_num=w.gpu_num[rows],
+        predicted_s=w.predicted_s[rows],
+        vc_names=(w.vc_names[v],),
+        vc_nodes=(w.vc_nodes[v],),
+        t0_us=w.t0_us,
+        recorded_start_s=rec,
+    )
+    return sub, rows
+
+
+def simulate(sim: SimConfig, w: Workload, on_vc: Callable[[int, int], None] | None = None) -> SimResult:
+    """engine.run one VC at a time (so that progress can be reported between VCs); same result as one run."""
+    t0 = time.perf_counter()
+    vcs: dict[str, VCResult] = {}
+    unplaceable = 0
+    order = np.argsort([-np.count_nonzero(w.vc_index == v) for v in range(len(w.vc_names))], kind="stable")
+    for done, v in enumerate(order.tolist()):
+        sub, rows = _sub_workload(w, v)
+        part = engine.run(dataclasses.replace(sim, seed=sim.seed + v), sub)
+        name = w.vc_names[v]
+        vcs[name] = dataclasses.replace(part.vcs[name], rows=rows[part.vcs[name].rows])
+        unplaceable += part.unplaceable
+        if on_vc is not None:
+            on_vc(done + 1, len(order))
+    ordered = {name: vcs[name] for name in w.vc_names}
+    return SimResult(w, sim, ordered, unplaceable, time.perf_counter() - t0)
+
+
+def _stage_weights(config: ScenarioConfig) -> list[str]:
+    stages = ["predict", *config.policies]
+    if config.ladder:
+        stages += [f"ladder:{p}" for p in LADDER]
+    if config.ces.enabled:
+        stages.append("ces")
+    return stages
+
+
+def run_scenario(
+    config: ScenarioConfig,
+    jobs: pl.DataFrame,
+    vc_gpus: pl.DataFrame,
+    progress: Progress | None = None,
+    heartbeat_s: float = HEARTBEAT_S,
+    keep_records: bool = True,
+) -> ScenarioResult:
+    """Run every policy of config (and CES) over its window of jobs and return all comparison outputs."""
+    validate(config)
+    with _Reporter(progress, heartbeat_s) as reporter:
+        return _run(config, jobs, vc_gpus, reporter, keep_records)
+
+
+class _Schemes:
+    """Accumulates each scheme's records, comparison row and timeline on one shared time grid."""
+
+    def __init__(self, w: Workload, t0: datetime, gpus_per_node: int):
+        self.t0 = t0
+        self.capacity = sum(w.vc_nodes) * gpus_per_node
+        span_s = int(w.submit_s.max(initial=0)) + 1
+        self.grid = timeline_grid(span_s)
+        self.span_points = int(np.searchsorted(self.grid, span_s))
+        self.records: dict[str, pl.DataFrame] = {}
+        self.rows: list[dict] = []
+        self.timelines: list[pl.DataFrame] = []
+
+    def add(self, scheme: str, records: pl.DataFrame, used: np.ndarray, queued: np.ndarray) -> None:
+        """Record one scheme's per-job outcome and its GPUs-in-use and jobs-waiting series."""
+        self.records[scheme] = records
+        self.rows.append({"scheme": scheme, **summary_row(records, used, self.capacity, self.span_points)})
+        self.timelines.append(timeline_frame(scheme, self.t0, self.grid, used, queued, self.capacity))
+
+    def all_records(self) -> pl.DataFrame:
+        """Every scheme's records stacked."""
+        return pl.concat(list(self.records.values())) if self.records else pl.DataFrame()
+
+
+def _prepare(config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, reporter: _Reporter, step: float):
+    reporter.report(0.0, "selecting the window")
+    window = _window(config, jobs)
+    nodes = workload.vc_nodes_on(vc_gpus, config.cluster, window.start.date(), config.gpus_per_node)
+    nodes = workload.scale_nodes(nodes, config.capacity_scale)
+    reporter.report(step * 0.5, f"predicting durations ({config.estimator})")
+    predicted, importance = predictions_and_importance(config.estimator, window, config.seed, config.noise_level)
+    return window, workload.to_workload(window, nodes, predicted, config.load_factor), importance
+
+
+def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Reporter, step: float, stage_s) -> None:
+    for k, policy in enumerate(config.policies):
+        t = time.perf_counter()
+        base = step * (k + 1)
+
+        def on_vc(done: int, total: int, base: float = base, policy: str = policy) -> None:
+            reporter.report(base + step * done / total, f"simulating {policy}: VC {done}/{total}")
+
+        reporter.report(base, f"simulating {policy}")
+        result = simulate(_sim_config(config, policy), w, on_vc)
+        schemes.add(policy, sim_records(result, policy), *engine_timeline(result, schemes.grid))
+        stage_s[policy] = time.perf_counter() - t
+
+
+def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool) -> ScenarioResult:
+    step = 1.0 / (len(_stage_weights(config)) + 1)
+    t = time.perf_counter()
+    window, w, importance = _prepare(config, jobs, vc_gpus, reporter, step)
+    stage_s: dict[str, float] = {"prepare": time.perf_counter() - t}
+    schemes = _Schemes(w, window.start, config.gpus_per_node)
+    baseline = recorded_records(w) if config.load_factor == 1.0 else None
+    if baseline is not None:
+        schemes.add(RECORDED, baseline, *records_timeline(baseline, schemes.grid))
+    _simulate_policies(config, w, schemes, reporter, step, stage_s)
+    ladder = None
+    if config.ladder:
+        ladder, ladder_importance = _ladder(config, window, w, reporter, step, stage_s)
+        importance = importance or ladder_importance
+    ces = None
+    if config.ces.enabled:
+        t = time.perf_counter()
+        reporter.report(1.0 - step, "CES: replaying jobs on nodes and forecasting demand")
+        ces = run_ces_part(config.ces, jobs, vc_gpus, window, schemes.records)
+        stage_s["ces"] = time.perf_counter() - t
+    reporter.report(1.0 - step * 0.2, "summarising")
+    result = _assemble(config, window, w, schemes, keep_records)
+    result = dataclasses.replace(
+        result,
+        ladder=ladder,
+        ces=ces,
+        stage_s={k: round(v, 3) for k, v in stage_s.items()},
+        importance=importance,
+    )
+    reporter.report(1.0, "done")
+    return result
+
+
+def _assemble(config, window: workload.Window, w: Workload, schemes: _Schemes, keep_records: bool) -> ScenarioResult:
+    records = schemes.all_records()
+    empty = pl.DataFrame()
+    return ScenarioResult(
+        config=config_to_dict(config),
+        window=(str(window.start), str(window.end)),
+        jobs=len(w),
+        vc_nodes=dict(zip(w.vc_names, w.vc_nodes, strict=True)),
+        summary=with_factors(schemes.rows) if schemes.rows else empty,
+        per_vc=per_vc_means(records) if records.height else empty,
+        cdf=pl.concat([cdf_points(r, s) for s, r in schemes.records.items()]) if schemes.records else empty,
+        timeline=pl.concat(schemes.timelines) if schemes.timelines else empty,
+        records=records if keep_records else empty,
+        predictor=predictor_quality(config.estimator, w.predicted_s, w.duration_s),
+        ladder=None,
+        ces=None,
+        stage_s={},
+    )
+
+
+def _ladder(
+    config, window, w: Workload, reporter: _Reporter, step: float, stage_s: dict
+) -> tuple[pl.DataFrame, dict[str, float] | None]:
+    """QSSF's average JCT and queue with each predictor of LADDER, and LightGBM's gain shares (%)."""
+    rows = []
+    importance = None
+    base = step * (len(config.policies) + 1)
+    for k, name in enumerate(LADDER):
+        t = time.perf_counter()
+        reporter.report(base + step * k, f"QSSF with the {name} predictor")
+        predicted, shares = predictions_and_importance(name, window, config.seed)
+        importance = importance or shares
+        wk = dataclasses.replace(w, predicted_s=predicted[: len(w)])
+        rec = sim_records(simulate(_sim_config(config, "qssf"), wk), "qssf")
+        placed = rec.filter(pl.col("placed"))
+        q = quality(wk.predicted_s, wk.duration_s.astype(np.float64))
+        rows.append(
+            {
+                "predictor": name,
+                "spearman": round(q["spearman"], 3) if np.isfinite(q["spearman"]) else None,
+                "avg_jct_s": round(float(placed["jct_s"].mean()), 1),
+                "avg_queue_s": round(float(placed["queue_s"].mean()), 1),
+            }
+        )
+        stage_s[f"ladder:{name}"] = time.perf_counter() - t
+    return pl.DataFrame(rows), importance
+
+
+def run_request(request: ScenarioRequest, progress: Progress | None = None) -> ScenarioResult:
+    """Run a scenario request on its opened dataset."""
+    jobs, vc_gpus = request.inputs()
+    return run_scenario(request.config, jobs, vc_gpus, progress)
