@@ -1,0 +1,1 @@
+"""One module per dashboard page, each owning its dash.register_page, layout and callbacks."""
