@@ -28,9 +28,10 @@ run: install demo ## start the dashboard on http://127.0.0.1:8050
 test: install demo ## run the whole test suite (builds the bundled dataset first if missing)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-lint: install
+lint: install ## ruff, and the import contracts of docs/architecture.md
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 bench: install demo ## run the performance benchmarks and print their figures
 	for b in synth ingest queries sim ces dashboard whatif load faults; do \

@@ -1,1 +1,1 @@
-"""Trace schema, ingest, storage and the study's queries (no Dash or Plotly imports)."""
+"""Trace schema, ingest, storage and the study's queries; imports nothing else of ours (no Dash, Plotly or sim)."""

@@ -14,23 +14,9 @@ from pathlib import Path
 import polars as pl
 
 from analytics import store
-from analytics.ingest.helios import GPU_FILE, LOG_FILE, TOTAL_COLUMN
+from analytics.ingest.helios import GPU_FILE, LOG_COLUMNS, LOG_FILE, TOTAL_COLUMN
 from analytics.ingest.parse import DATE_FORMAT, TIME_FORMAT
 
-LOG_COLUMNS = (
-    "job_id",
-    "user",
-    "vc",
-    "gpu_num",
-    "cpu_num",
-    "node_num",
-    "state",
-    "submit_time",
-    "start_time",
-    "end_time",
-    "duration",
-    "queue",
-)
 ZIP_NAME = "data.zip"
 ZIP_TOP = "data"
 

@@ -1,1 +1,1 @@
-"""The Dash user interface: pages, figures and shared controls."""
+"""The Dash user interface: pages, shell, charts, explorer, what-if panel, dataset access and server plumbing."""

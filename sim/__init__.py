@@ -1,1 +1,1 @@
-"""Pure simulator core: event-driven scheduling (QSSF and friends) and cluster energy saving (CES)."""
+"""The what-if engine: event-driven scheduling (QSSF and friends), scenarios, sweeps, CES, the demo's queue."""

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from analytics import store
-from analytics.commands.common import fail
+from analytics.commands.common import fail, parsed_number
 from analytics.export import export_dataset
 from analytics.ingest import FORMATS, IngestError, IngestOptions, ingest
 from analytics.ingest.alibaba import DEFAULT_ORIGIN
@@ -52,10 +52,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a number of bytes, got {text!r}") from exc
+    value = parsed_number(text, int, "a number of bytes")
     if value <= 0:
         raise argparse.ArgumentTypeError("must be positive")
     return value

@@ -44,20 +44,7 @@ PHASE_STATES = {
     "Running": "RUNNING",
     "Pending": "PENDING",
 }
-SOURCE_COLUMNS = (
-    "cluster",
-    "job_id",
-    "vc",
-    "job_name",
-    "gpu_num",
-    "cpu_num",
-    "state",
-    "submit_time",
-    "start_time",
-    "end_time",
-    "duration",
-    "queue",
-)
+SOURCE_COLUMNS = tuple(c for c in schema.JOB_COLUMNS if c not in ("user", "node_num"))  # all but these two
 OPTIONAL_SOURCE = {
     "job_name": "name",
     "cpu_num": "cpu_milli",

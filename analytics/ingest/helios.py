@@ -20,6 +20,7 @@ LOG_FILE = "cluster_log.csv"
 GPU_FILE = "cluster_gpu_number.csv"
 LOG_REQUIRED = ("job_id", "vc", "gpu_num", "submit_time", "duration")
 LOG_OPTIONAL = ("user", "cpu_num", "node_num", "state", "start_time", "end_time", "queue")
+LOG_COLUMNS = tuple(c for c in schema.JOB_COLUMNS if c not in ("cluster", "job_name"))  # the published order
 LOG_KINDS = {
     "job_id": "int",
     "gpu_num": "int32",

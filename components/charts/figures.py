@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
 
 import plotly.graph_objects as go
@@ -65,23 +66,30 @@ def _scatter(n_points: int):
     return go.Scattergl if n_points >= SCATTERGL_MIN_POINTS else go.Scatter
 
 
+def _time_lines(fig: go.Figure, df: pl.DataFrame, lines: tuple[tuple[str, str | None, str, float], ...], hover: str):
+    """Add a line per cluster and (column, dash, name suffix, scale) of lines over time, coloured by cluster."""
+    trace = _scatter(df.height)
+    for i, (name, part) in enumerate(df.partition_by("cluster", as_dict=True, maintain_order=True).items()):
+        for col, dash, label, scale in lines:
+            line = {"color": _color(i), "width": 1.5} | ({"dash": dash} if dash else {})
+            fig.add_trace(
+                trace(
+                    x=part["time"],
+                    y=part[col] * scale if scale != 1 else part[col],
+                    name=f"{name[0]} {label}" if label else str(name[0]),
+                    mode="lines",
+                    line=line,
+                    hovertemplate="%{x|%Y-%m-%d %H:%M}<br>" + hover + "<extra>%{fullData.name}</extra>",
+                )
+            )
+
+
 def utilization_figure(df: pl.DataFrame) -> go.Figure:
     """GPU utilisation over time per cluster (columns cluster, time, gpu_utilization) with a range slider."""
     if df.is_empty():
         return empty_figure(title="GPU utilisation over time")
     fig = go.Figure()
-    trace = _scatter(df.height)
-    for i, (name, part) in enumerate(df.partition_by("cluster", as_dict=True, maintain_order=True).items()):
-        fig.add_trace(
-            trace(
-                x=part["time"],
-                y=part["gpu_utilization"] * 100,
-                name=str(name[0]),
-                mode="lines",
-                line={"color": _color(i), "width": 1.5},
-                hovertemplate="%{x|%Y-%m-%d %H:%M}<br>%{y:.1f} %<extra>%{fullData.name}</extra>",
-            )
-        )
+    _time_lines(fig, df, (("gpu_utilization", None, "", 100),), "%{y:.1f} %")
     fig.update_xaxes(rangeslider={"visible": True, "thickness": 0.08}, type="date")
     fig.update_yaxes(range=[0, 105], ticksuffix=" %")
     return style(fig, "GPU utilisation over time", "time", "GPU utilisation (%)")
@@ -92,39 +100,31 @@ def running_queued_figure(df: pl.DataFrame) -> go.Figure:
     if df.is_empty():
         return empty_figure(title="Running and queued GPU jobs")
     fig = go.Figure()
-    trace = _scatter(df.height)
-    for i, (name, part) in enumerate(df.partition_by("cluster", as_dict=True, maintain_order=True).items()):
-        for col, dash, label in (("running_gpujob_num", "solid", "running"), ("queued_gpujob_num", "dot", "queued")):
-            fig.add_trace(
-                trace(
-                    x=part["time"],
-                    y=part[col],
-                    name=f"{name[0]} {label}",
-                    mode="lines",
-                    line={"color": _color(i), "dash": dash, "width": 1.5},
-                    hovertemplate="%{x|%Y-%m-%d %H:%M}<br>%{y:.0f} jobs<extra>%{fullData.name}</extra>",
-                )
-            )
+    lines = (("running_gpujob_num", "solid", "running", 1), ("queued_gpujob_num", "dot", "queued", 1))
+    _time_lines(fig, df, lines, "%{y:.0f} jobs")
     fig.update_xaxes(type="date")
     return style(fig, "Running and queued GPU jobs", "time", "GPU jobs")
 
 
-def _lines_by_group(df: pl.DataFrame, x: str, y: str, hover: str, group: str = "cluster") -> go.Figure:
-    fig = go.Figure()
+def _group_lines(fig: go.Figure, df: pl.DataFrame, x: str, y: str, group: str, trace: Callable[[int, str], dict]):
+    """Add one Scatter per value of group (in order of appearance), styled by trace(index, value)."""
     for i, name in enumerate(_groups(df, group)):
         part = df.filter(pl.col(group) == name)
-        fig.add_trace(
-            go.Scatter(
-                x=part[x],
-                y=part[y],
-                name=str(name),
-                mode="lines+markers",
-                marker={"size": 5},
-                line={"color": _color(i)},
-                hovertemplate=hover + "<extra>%{fullData.name}</extra>",
-            )
-        )
+        fig.add_trace(go.Scatter(x=part[x], y=part[y], **trace(i, name)))
     return fig
+
+
+def _lines_by_group(df: pl.DataFrame, x: str, y: str, hover: str, group: str = "cluster") -> go.Figure:
+    def trace(i: int, name: str) -> dict:
+        return {
+            "name": str(name),
+            "mode": "lines+markers",
+            "marker": {"size": 5},
+            "line": {"color": _color(i)},
+            "hovertemplate": hover + "<extra>%{fullData.name}</extra>",
+        }
+
+    return _group_lines(go.Figure(), df, x, y, group, trace)
 
 
 def diurnal_utilization_figure(df: pl.DataFrame) -> go.Figure:
@@ -414,17 +414,14 @@ def user_jobs_figure(df: pl.DataFrame) -> go.Figure:
 
 def add_reference_lines(fig: go.Figure, ref: pl.DataFrame, x: str, y: str, group: str = "cluster") -> go.Figure:
     """Overlay published reference curves (dashed, grey-scale markers) on fig; ref has columns <group>, x, y."""
-    for i, name in enumerate(_groups(ref, group)):
-        part = ref.filter(pl.col(group) == name)
-        fig.add_trace(
-            go.Scatter(
-                x=part[x],
-                y=part[y],
-                name=f"{name} (published)",
-                mode="lines",
-                line={"color": _color(i), "dash": "dash", "width": 1.5},
-                opacity=0.8,
-                hovertemplate="%{x}<br>%{y:.1f}<extra>%{fullData.name}</extra>",
-            )
-        )
-    return fig
+
+    def trace(i: int, name: str) -> dict:
+        return {
+            "name": f"{name} (published)",
+            "mode": "lines",
+            "line": {"color": _color(i), "dash": "dash", "width": 1.5},
+            "opacity": 0.8,
+            "hovertemplate": "%{x}<br>%{y:.1f}<extra>%{fullData.name}</extra>",
+        }
+
+    return _group_lines(fig, ref, x, y, group, trace)

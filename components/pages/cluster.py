@@ -6,14 +6,14 @@ from datetime import datetime
 from typing import Any
 
 import dash
-from dash import Dash, Input, Output, State, html, no_update
+from dash import Dash, Input, Output, State, no_update
 
 from components.charts import figures
 from components.charts import registry as charts
 from components.shell import controls
 from components.shell.callbacks import USER_ERRORS
-from components.shell.controls import figure_card, grid, page_header
-from components.shell.layout import dataset_problem, page_state
+from components.shell.controls import figure_card, grid
+from components.shell.layout import page_layout
 
 dash.register_page(__name__, path="/cluster", name="Cluster", title="Helios Dashboard · Cluster", order=1)
 
@@ -21,27 +21,23 @@ UTIL = "utilization"
 VC = "vc_util"
 
 
-def layout(**params: Any) -> html.Div:
-    """The cluster page for the filters in the URL."""
-    state = page_state(params)
-    header = page_header(
-        "Cluster",
-        "GPU utilisation and load over time (drag the range slider to zoom), daily and weekly rhythms, monthly "
-        "trends and utilisation per virtual cluster. Click a VC to filter the whole dashboard to it.",
-    )
-    problem = dataset_problem(state)
-    if problem:
-        return html.Div([header, problem])
-    return html.Div(
-        [
-            header,
-            grid([figure_card(UTIL, state, 420)], {"xs": 12}),
-            grid([figure_card("running_queued", state)], {"xs": 12}),
-            grid([figure_card("diurnal_util", state), figure_card("diurnal_submit", state)]),
-            grid([figure_card("heatmap", state), figure_card("monthly", state)]),
-            grid([figure_card(VC, state, 440)], {"xs": 12}),
-        ]
-    )
+def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
+    """The cluster page's figures for a filter state."""
+    return [
+        grid([figure_card(UTIL, state, 420)], {"xs": 12}),
+        grid([figure_card("running_queued", state)], {"xs": 12}),
+        grid([figure_card("diurnal_util", state), figure_card("diurnal_submit", state)]),
+        grid([figure_card("heatmap", state), figure_card("monthly", state)]),
+        grid([figure_card(VC, state, 440)], {"xs": 12}),
+    ]
+
+
+layout = page_layout(
+    "Cluster",
+    "GPU utilisation and load over time (drag the range slider to zoom), daily and weekly rhythms, monthly "
+    "trends and utilisation per virtual cluster. Click a VC to filter the whole dashboard to it.",
+    body,
+)
 
 
 def visible_window(relayout: dict[str, Any] | None) -> tuple[datetime | None, datetime | None] | None:

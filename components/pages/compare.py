@@ -13,8 +13,8 @@ from components.charts import reference
 from components.charts import registry as charts
 from components.datasets import access
 from components.shell import controls
-from components.shell.controls import figure_card, grid, page_header
-from components.shell.layout import dataset_problem, page_state
+from components.shell.controls import figure_card, grid
+from components.shell.layout import page_layout
 
 dash.register_page(__name__, path="/compare", name="Compare", title="Helios Dashboard · Compare", order=4)
 
@@ -29,18 +29,8 @@ def chosen(params: dict[str, Any], names: list[str]) -> tuple[list[str], bool]:
     return (wanted if "cmp" in params else names[:4]), params.get("ref") == "1"
 
 
-def layout(**params: Any) -> html.Div:
-    """The compare page: pick datasets, toggle the published reference overlay (both kept in the URL)."""
-    state = page_state(params)
-    header = page_header(
-        "Compare",
-        "Every cluster of the chosen datasets on the same axes (job-kind, state and GPU filters apply; cluster, VC, "
-        "user and date filters do not, since they differ between datasets). The overlay draws the values "
-        "published for the real Helios trace (Hu et al., SC'21) as dashed lines.",
-    )
-    problem = dataset_problem(state)
-    if problem:
-        return html.Div([header, problem])
+def body(state: dict[str, Any], params: dict[str, Any]) -> list:
+    """The dataset and overlay controls and the comparison cards for a filter state and the page's parameters."""
     names = [d.name for d in access.list_datasets()]
     picked, overlay = chosen(params, names)
     has_reference = bool(reference.load_reference())
@@ -68,13 +58,16 @@ def layout(**params: Any) -> html.Div:
         ],
         className="mb-2",
     )
-    return html.Div(
-        [
-            header,
-            controls_row,
-            html.Div(cards(state, picked, overlay and has_reference)),
-        ]
-    )
+    return [controls_row, html.Div(cards(state, picked, overlay and has_reference))]
+
+
+layout = page_layout(
+    "Compare",
+    "Every cluster of the chosen datasets on the same axes (job-kind, state and GPU filters apply; cluster, VC, "
+    "user and date filters do not, since they differ between datasets). The overlay draws the values "
+    "published for the real Helios trace (Hu et al., SC'21) as dashed lines.",
+    body,
+)
 
 
 def cards(state: dict[str, Any], datasets: list[str], overlay: bool) -> list:

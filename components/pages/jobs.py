@@ -5,36 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import Dash, html
+from dash import Dash
 
 from components.explorer import grid as explorer_grid
-from components.shell.controls import figure_card, grid, page_header
-from components.shell.layout import dataset_problem, page_state
+from components.shell.controls import figure_card, grid
+from components.shell.layout import page_layout
 
 dash.register_page(__name__, path="/jobs", name="Jobs", title="Helios Dashboard · Jobs", order=2)
 
 
-def layout(**params: Any) -> html.Div:
-    """The jobs page for the filters in the URL."""
-    state = page_state(params)
-    header = page_header(
-        "Jobs",
-        "How long jobs run and wait, how many GPUs they ask for and how they end (log axes as in the paper), "
-        "and every job in the explorer below.",
-    )
-    problem = dataset_problem(state)
-    if problem:
-        return html.Div([header, problem])
-    return html.Div(
-        [
-            header,
-            grid([figure_card("duration_gpu", state), figure_card("duration_cpu", state)]),
-            grid([figure_card("gpu_num_jobs", state), figure_card("gpu_num_time", state)]),
-            grid([figure_card("state_by_gpu", state), figure_card("state_cpu_gpu", state)]),
-            grid([figure_card("queue_cdf", state)]),
-            explorer_grid.section(state),
-        ]
-    )
+def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
+    """The jobs page's figures and the job explorer for a filter state."""
+    return [
+        grid([figure_card("duration_gpu", state), figure_card("duration_cpu", state)]),
+        grid([figure_card("gpu_num_jobs", state), figure_card("gpu_num_time", state)]),
+        grid([figure_card("state_by_gpu", state), figure_card("state_cpu_gpu", state)]),
+        grid([figure_card("queue_cdf", state)]),
+        explorer_grid.section(state),
+    ]
+
+
+layout = page_layout(
+    "Jobs",
+    "How long jobs run and wait, how many GPUs they ask for and how they end (log axes as in the paper), "
+    "and every job in the explorer below.",
+    body,
+)
 
 
 def register_callbacks(app: Dash) -> None:

@@ -13,8 +13,8 @@ from dash import Dash, Input, Output, dcc, html, no_update
 from components.datasets import access
 from components.shell import controls
 from components.shell.callbacks import USER_ERRORS
-from components.shell.controls import figure_card, grid, page_header
-from components.shell.layout import dataset_problem, page_state
+from components.shell.controls import figure_card, grid
+from components.shell.layout import page_layout
 
 dash.register_page(__name__, path="/users", name="Users", title="Helios Dashboard · Users", order=3)
 
@@ -33,27 +33,23 @@ BOARD_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def layout(**params: Any) -> html.Div:
-    """The users page for the filters in the URL; one selected user adds that user's own view."""
-    state = page_state(params)
-    header = page_header(
-        "Users",
-        "How much of the GPU time, CPU-only time and GPU queueing time the heaviest users hold, and how often "
-        "users' GPU jobs complete. Click a user in the leaderboard to open their view.",
-    )
-    problem = dataset_problem(state)
-    if problem:
-        return html.Div([header, problem])
+def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
+    """One user's view when exactly one user is selected, else the concentration figures; then the leaderboard."""
     if len(state["users"]) == 1:
-        return html.Div([header, user_view(state), leaderboard(state)])
-    return html.Div(
-        [
-            header,
-            grid([figure_card("conc_gpu", state), figure_card("conc_cpu", state)]),
-            grid([figure_card("conc_queue", state), figure_card("completion_hist", state)]),
-            leaderboard(state),
-        ]
-    )
+        return [user_view(state), leaderboard(state)]
+    return [
+        grid([figure_card("conc_gpu", state), figure_card("conc_cpu", state)]),
+        grid([figure_card("conc_queue", state), figure_card("completion_hist", state)]),
+        leaderboard(state),
+    ]
+
+
+layout = page_layout(
+    "Users",
+    "How much of the GPU time, CPU-only time and GPU queueing time the heaviest users hold, and how often "
+    "users' GPU jobs complete. Click a user in the leaderboard to open their view.",
+    body,
+)
 
 
 def user_view(state: dict[str, Any]) -> html.Div:

@@ -83,6 +83,11 @@ def _labelled(label: str, control, width: dict[str, int]) -> dbc.Col:
     return dbc.Col([dbc.Label(label, className="small text-muted mb-0"), control], **width, className="mb-2")
 
 
+def date_range(cid: str, **props: Any) -> dcc.DatePickerRange:
+    """A full-width day range picker showing ISO dates."""
+    return dcc.DatePickerRange(id=cid, display_format="YYYY-MM-DD", className="w-100", **props)
+
+
 def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
     """The global filter bar; its values are set from the URL by the shell callbacks."""
     wide, narrow = {"xs": 12, "md": 6, "xl": 3}, {"xs": 6, "md": 3, "xl": 1}
@@ -97,14 +102,7 @@ def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
             _labelled("VCs", dcc.Dropdown(id=VCS, multi=True, placeholder="all VCs"), wide),
             _labelled(
                 "Submitted between",
-                dcc.DatePickerRange(
-                    id=DATES,
-                    display_format="YYYY-MM-DD",
-                    clearable=True,
-                    start_date_placeholder_text="start",
-                    end_date_placeholder_text="end",
-                    className="w-100",
-                ),
+                date_range(DATES, clearable=True, start_date_placeholder_text="start", end_date_placeholder_text="end"),
                 {"xs": 12, "md": 6, "xl": 3},
             ),
             _labelled(

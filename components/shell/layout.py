@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import dash
@@ -20,6 +21,20 @@ def page_state(params: dict[str, Any]) -> dict[str, Any]:
     names = [d.name for d in access.list_datasets()]
     state, _ = parse_params(flat_params(params), access.default_dataset(names, access.settings().default_dataset))
     return state
+
+
+def page_layout(
+    title: str, subtitle: str, body: Callable[[dict[str, Any], dict[str, Any]], list]
+) -> Callable[..., html.Div]:
+    """A page's layout function: its header, then body(filter state, URL parameters), or the dataset's problem."""
+
+    def layout(**params: Any) -> html.Div:
+        state = page_state(params)
+        problem = dataset_problem(state)
+        header = controls.page_header(title, subtitle)
+        return html.Div([header, problem] if problem else [header, *body(state, params)])
+
+    return layout
 
 
 def dataset_problem(state: dict[str, Any]) -> html.Div | None:

@@ -7,6 +7,7 @@ from typing import Any
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
+from components.shell.controls import date_range
 from components.whatif.state import (
     ENERGY_FIELDS,
     POLICY_FIELDS,
@@ -170,14 +171,12 @@ def scope_row(form: dict, datasets: list[str], scope: dict) -> dbc.Row:
             ),
             _labelled(
                 "Window (submit days)",
-                dcc.DatePickerRange(
-                    id=DATES,
+                date_range(
+                    DATES,
                     start_date=form["start"],
                     end_date=form["end"],
                     min_date_allowed=scope["first"],
                     max_date_allowed=scope["last"],
-                    display_format="YYYY-MM-DD",
-                    className="w-100",
                 ),
                 {"xs": 12, "md": 6, "xl": 3},
             ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from analytics import store
-from analytics.commands.common import fail
+from analytics.commands.common import fail, parsed_number
 from analytics.progress import Progress
 from analytics.synth.build import BUILD_STAGES, DATASET_NAME, MAX_SCALE, MIN_SCALE, SynthParams, build_dataset
 from sim.synthetic_queue.calibration import calibrated_schedule
@@ -31,10 +31,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from exc
+    value = parsed_number(text, float, "a number")
     if not MIN_SCALE <= value <= MAX_SCALE:
         raise argparse.ArgumentTypeError(f"must be between {MIN_SCALE:g} and {MAX_SCALE:g}, got {value:g}")
     return value

@@ -11,8 +11,9 @@ import pytest
 
 import cli
 from analytics import schema, store
-from analytics.export import LOG_COLUMNS, export_dataset, gpu_number_frame
+from analytics.export import export_dataset, gpu_number_frame
 from analytics.ingest import ingest
+from analytics.ingest.helios import LOG_COLUMNS
 
 T0 = datetime(2020, 4, 1)
 

@@ -12,8 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from analytics.filters import empty_state, to_filter
+from analytics.queries import explorer
 from components.charts import registry as charts
-from components.explorer import grid as explorer
+from components.explorer import grid as explorer_grid
 from components.shell import callbacks, controls
 from tests.analytics.polars_ref import filter_expr
 
@@ -208,7 +209,7 @@ def test_the_leaderboard_ranks_users_by_gpu_hours(dash_app, pages):
     assert 0 <= rows[0]["completion_pct"] <= 100
 
 
-def test_the_job_explorer_pages_sorts_and_filters_on_the_server(dash_app, pages):
+def test_the_job_explorer_pages_sorts_and_filters_on_the_server(dash_app):
     state = {**empty_state("helios-synth"), "clusters": ["Earth"]}
     request = {
         "startRow": 0,
@@ -217,7 +218,7 @@ def test_the_job_explorer_pages_sorts_and_filters_on_the_server(dash_app, pages)
         "filterModel": {"state": {"filterType": "text", "type": "equals", "filter": "FAILED"}},
     }
     with dash_app.server.test_request_context():
-        response, href, status = pages.jobs.get_rows(request, state)
+        response, href, status = explorer_grid.get_rows(request, state)
     rows = response["rowData"]
     assert len(rows) == 50 and response["rowCount"] > 50
     assert {r["cluster"] for r in rows} == {"Earth"} and {r["state"] for r in rows} == {"FAILED"}
