@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import importlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-REDIS_ENV = "HELIOS_REDIS_URL"
-CACHE_ENV = "HELIOS_CACHE_DIR"
+from components.server.settings import REDIS_URL_ENV, Settings
+
 INTERVAL_ENV = "HELIOS_BG_INTERVAL_MS"
 DEFAULT_INTERVAL_MS = 1000
 JOB_EXPIRE_S = 3600
@@ -19,15 +18,9 @@ class BackgroundSetupError(RuntimeError):
     """The configured background-callback manager cannot be built (a package is missing)."""
 
 
-def _setting(settings: Any, name: str, env: str) -> str | None:
-    value = getattr(settings, name, None) if settings is not None else None
-    return str(value) if value else os.environ.get(env) or None
-
-
-def cache_dir(settings: Any = None) -> Path:
-    """The background jobs' diskcache folder: <settings.cache_dir, HELIOS_CACHE_DIR or tmp>/background."""
-    base = _setting(settings, "cache_dir", CACHE_ENV) or str(Path(tempfile.gettempdir()) / "helios-cache")
-    path = Path(base) / "background"
+def cache_dir(settings: Settings | None = None) -> Path:
+    """The background jobs' diskcache folder: <settings' cache folder (default: the environment's)>/background."""
+    path = Path((settings or Settings.from_env()).cache_dir) / "background"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -46,15 +39,15 @@ def _require(module: str, package: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise BackgroundSetupError(
-            f"background callbacks need the {package!r} package ({exc}); install it or unset {REDIS_ENV}"
+            f"background callbacks need the {package!r} package ({exc}); install it or unset {REDIS_URL_ENV}"
         ) from exc
 
 
-def background_manager(settings: Any = None):
+def background_manager(settings: Settings | None = None):
     """A background-callback manager: CeleryManager on Redis if a Redis URL is set, else DiskcacheManager."""
     import dash
 
-    redis_url = _setting(settings, "redis_url", REDIS_ENV)
+    redis_url = (settings or Settings.from_env()).redis_url
     if redis_url:
         celery = _require("celery", "celery")
         _require("redis", "redis")

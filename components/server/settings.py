@@ -7,6 +7,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+REDIS_URL_ENV = "HELIOS_REDIS_URL"
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -25,7 +27,7 @@ class Settings:
         return cls(
             data_dir=Path(data) if data else None,
             cache_dir=Path(os.environ.get("HELIOS_CACHE_DIR", str(cls.cache_dir))),
-            redis_url=os.environ.get("HELIOS_REDIS_URL") or None,
+            redis_url=os.environ.get(REDIS_URL_ENV) or None,
             cache_timeout_s=int(os.environ.get("HELIOS_CACHE_TIMEOUT_S", str(cls.cache_timeout_s))),
             default_dataset=os.environ.get("HELIOS_DEFAULT_DATASET", cls.default_dataset),
         )

@@ -9,7 +9,7 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from analytics import schema
-from analytics.filters import to_query
+from analytics.filters import JOB_KINDS, to_query
 
 # Shell ids.
 URL = "url"
@@ -35,11 +35,8 @@ SPEC = "graph-spec"
 CSV_BUTTON = "csv-button"
 CSV_DOWNLOAD = "csv-download"
 
-KIND_OPTIONS = [
-    {"label": "All jobs", "value": "all"},
-    {"label": "GPU jobs", "value": "gpu"},
-    {"label": "CPU jobs", "value": "cpu"},
-]
+KIND_LABELS = {"all": "All jobs", "gpu": "GPU jobs", "cpu": "CPU jobs"}
+KIND_OPTIONS = [{"label": KIND_LABELS[kind], "value": kind} for kind in JOB_KINDS]
 
 
 def nav_href(path: str, state: dict[str, Any]) -> str:

@@ -13,7 +13,8 @@ from queue import Empty
 from typing import Any
 
 from analytics import store
-from components.server.background import REDIS_ENV, _setting, cache_dir
+from components.server.background import cache_dir
+from components.server.settings import Settings
 from sim.scenario import Progress, ScenarioError, ScenarioRequest, ScenarioResult, run_request
 
 RESULTS_SIZE_LIMIT_BYTES = 2 * 1024**3
@@ -57,7 +58,7 @@ def results_cache(settings: Any = None):
 
     path = Path(cache_dir(settings)).parent / "whatif-results"
     local = diskcache.Cache(str(path), size_limit=RESULTS_SIZE_LIMIT_BYTES)
-    redis_url = _setting(settings, "redis_url", REDIS_ENV)
+    redis_url = (settings or Settings.from_env()).redis_url
     return SharedResults(redis_url, local) if redis_url else local
 
 
