@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from analytics import queries
+from analytics import queries, schema
 from analytics.reference import CLUSTERS, reference, summary_rows
 from analytics.store import Dataset
 
@@ -172,7 +172,7 @@ def state_checks(ds: Dataset) -> list[Check]:
     ref = reference()["final_state_by_gpu_num"]
     df = queries.final_state_by_gpu_num(ds)
     out = []
-    for state, col in (("COMPLETED", "completed_pct"), ("CANCELLED", "cancelled_pct"), ("FAILED", "failed_pct")):
+    for state, col in zip(schema.STATE_GROUPS, ("completed_pct", "cancelled_pct", "failed_pct"), strict=True):
         got = dict(zip(df["gpu_num"].to_list(), df[col].to_list(), strict=True))
         out.append(_worst_point("all", f"{state} % by GPU count", ref["gpu_num"], ref[state], got))
     return out

@@ -34,6 +34,7 @@ JOB_COLUMNS: tuple[str, ...] = tuple(JOB_SCHEMA)
 JOB_REQUIRED_NON_NULL: tuple[str, ...] = ("cluster", "job_id", "vc", "gpu_num", "submit_time", "duration")
 
 # VC capacity table: GPUs of each VC per day.
+WHOLE_CLUSTER_VC = "*"  # a capacity row for the whole cluster, not split by VC (when VCs share the nodes)
 VC_GPU_SCHEMA: dict[str, pl.DataType] = {
     "cluster": pl.String(),
     "vc": pl.String(),
@@ -46,7 +47,9 @@ COMPLETED = "COMPLETED"
 CANCELLED = "CANCELLED"
 FAILED = "FAILED"
 FINAL_STATES: tuple[str, ...] = (COMPLETED, CANCELLED, FAILED, "TIMEOUT", "NODE_FAIL", "SUSPENDED")
-CENSORED_STATES: tuple[str, ...] = ("RUNNING", "PENDING")  # jobs still alive when the trace was cut
+RUNNING = "RUNNING"
+PENDING = "PENDING"
+CENSORED_STATES: tuple[str, ...] = (RUNNING, PENDING)  # jobs still alive when the trace was cut
 STATES: tuple[str, ...] = FINAL_STATES + CENSORED_STATES
 STATE_GROUPS: tuple[str, ...] = (COMPLETED, CANCELLED, FAILED)
 

@@ -23,6 +23,9 @@ from analytics import schema
 DEFAULT_DATA_DIR = "data"
 DEFAULT_DATASET = "helios-synth"
 STALE_AFTER_S = 3600  # staging folders older than this were left by a killed writer
+# Hidden copies of a dataset folder `.<name><mark>...`: being written, stored (the link points at it), replaced, gone.
+_STAGING, _STORED, _REPLACED, _DELETING = ".tmp-", ".v-", ".legacy-", ".deleting-"
+_COPY_MARKS = (_STAGING, _STORED, _REPLACED, _DELETING)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -124,7 +127,7 @@ def sweep_stale(root: Path, max_age_s: float = STALE_AFTER_S) -> list[Path]:
     cutoff = time.time() - max_age_s
     removed = []
     for p in root.iterdir():
-        hidden_copy = p.name.startswith(".") and (".tmp-" in p.name or ".v-" in p.name or ".legacy-" in p.name)
+        hidden_copy = p.name.startswith(".") and any(mark in p.name for mark in _COPY_MARKS)
         if hidden_copy and p.is_dir() and not p.is_symlink() and p.resolve() not in live and p.stat().st_mtime < cutoff:
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
@@ -135,7 +138,7 @@ def sweep_stale(root: Path, max_age_s: float = STALE_AFTER_S) -> list[Path]:
 def _staging(root: Path, name: str) -> Iterator[Path]:
     root.mkdir(parents=True, exist_ok=True)
     sweep_stale(root)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}{_STAGING}", dir=root))
     tmp.chmod(0o755)
     try:
         yield tmp
@@ -145,12 +148,12 @@ def _staging(root: Path, name: str) -> Iterator[Path]:
 
 def _swap_in(base: Path, name: str, staged: Path, version: str) -> None:
     """Make `base/name` point at the staged folder in one atomic rename of a symlink, then drop the old copy."""
-    final = base / f".{name}.v-{version}-{os.getpid()}-{secrets.token_hex(4)}"
+    final = base / f".{name}{_STORED}{version}-{os.getpid()}-{secrets.token_hex(4)}"
     staged.rename(final)
     link = base / name
     previous = link.resolve() if link.is_symlink() else None
     if link.exists() and not link.is_symlink():
-        legacy = base / f".{name}.legacy-{os.getpid()}"
+        legacy = base / f".{name}{_REPLACED}{os.getpid()}"
         link.rename(legacy)
         previous = legacy
     tmp_link = base / f".{name}.link-{os.getpid()}"
@@ -196,7 +199,7 @@ def delete_dataset(name: str, root: Path | None = None) -> None:
         link.unlink()
         shutil.rmtree(target, ignore_errors=True)
     elif link.is_dir():
-        doomed = link.with_name(f".{name}.deleting-{secrets.token_hex(4)}")
+        doomed = link.with_name(f".{name}{_DELETING}{secrets.token_hex(4)}")
         link.rename(doomed)
         shutil.rmtree(doomed, ignore_errors=True)
     else:

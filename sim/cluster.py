@@ -11,13 +11,15 @@ from bisect import bisect_left, insort
 
 import numpy as np
 
+from analytics.schema import GPUS_PER_NODE
+
 Allocation = tuple[tuple[int, int], ...]
 
 
 class VCNodes:
     """Free GPUs and running-job counts of the homogeneous nodes of one VC."""
 
-    def __init__(self, n_nodes: int, gpus_per_node: int = 8):
+    def __init__(self, n_nodes: int, gpus_per_node: int = GPUS_PER_NODE):
         if n_nodes < 0 or gpus_per_node < 1:
             raise ValueError(f"bad VC size: {n_nodes} nodes of {gpus_per_node} GPUs")
         self.n_nodes = n_nodes

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from analytics.schema import GPUS_PER_NODE
+
 CHECKPOINT_OVERHEAD_S = {1: 7, 8: 30}  # 1 GPU -> 7 s, <= 8 GPUs -> 30 s, larger -> 60 s (spec §4 SRTF)
 LARGE_CHECKPOINT_OVERHEAD_S = 60
 
@@ -48,7 +50,7 @@ class SimConfig:
 
     policy: str = "fifo"
     placer: str = "consolidate"
-    gpus_per_node: int = 8
+    gpus_per_node: int = GPUS_PER_NODE
     backfill: bool = False
     seed: int = 0
     las_threshold_gpu_s: float = 3600.0

@@ -12,7 +12,7 @@ import dataclasses
 import itertools
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,7 +20,7 @@ import polars as pl
 
 from sim.ces.energy import ENERGY_PARAMS
 from sim.ces.policy import POLICY_PARAMS
-from sim.scenario import ScenarioConfig, ScenarioError, run_scenario, validate
+from sim.scenario import ProgressCallback, ScenarioConfig, ScenarioError, run_scenario, validate
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TOP_LEVEL: dict[str, type] = {
@@ -43,8 +43,6 @@ CES_METRICS: tuple[str, ...] = (
     "lack_node_steps",
     "daily_change_times",
 )
-
-Progress = Callable[[float, str], None]
 
 
 def sweepable() -> tuple[str, ...]:
@@ -147,7 +145,7 @@ def run_sweep(
     jobs: pl.DataFrame,
     vc_gpus: pl.DataFrame,
     client: Any = None,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> pl.DataFrame:
     """Run every grid point as a Dask task (on client, or a fresh dask_client()) and stack their rows."""
     points = grid_points(grid)

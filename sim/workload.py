@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from analytics.schema import GPUS_PER_NODE
 from sim.model import Workload
 
 _US_PER_S = 1_000_000
@@ -57,7 +58,7 @@ def select_window(
     return Window(window, history, start, end, chosen)
 
 
-def vc_nodes_on(vc_gpus: pl.DataFrame, cluster: str, on: date, gpus_per_node: int = 8) -> dict[str, int]:
+def vc_nodes_on(vc_gpus: pl.DataFrame, cluster: str, on: date, gpus_per_node: int = GPUS_PER_NODE) -> dict[str, int]:
     """Nodes per VC of cluster on date `on` (GPUs // gpus_per_node); the latest earlier date if `on` is missing."""
     rows = vc_gpus.filter((pl.col("cluster") == cluster) & (pl.col("date") <= on))
     if rows.is_empty():

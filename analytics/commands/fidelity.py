@@ -8,7 +8,6 @@ from analytics import store
 from analytics.commands.common import fail, print_json
 from analytics.db import QueryError
 from analytics.fidelity import checks_to_json, fidelity_checks, format_table
-from analytics.synth.build import DATASET_NAME
 
 
 def run_fidelity(args: argparse.Namespace) -> int:
@@ -37,6 +36,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "verdict. Exit code 0 when every check passes, 1 otherwise, 2 on errors."
         ),
     )
-    f.add_argument("--dataset", default=DATASET_NAME, help=f"dataset name (default {DATASET_NAME})")
+    f.add_argument("--dataset", default=store.DEFAULT_DATASET, help=f"dataset name (default {store.DEFAULT_DATASET})")
     f.add_argument("--json", action="store_true", help="print the report as JSON")
     f.set_defaults(func=run_fidelity)

@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Validate a trace and write it as dataset NAME; a failed ingest writes nothing (exit 2).",
     )
     p.add_argument("path", type=Path, metavar="PATH", help="trace file, folder or zip")
-    p.add_argument("--format", required=True, choices=FORMATS, help="source format")
+    p.add_argument("--format", required=True, choices=list(FORMATS), help="source format")
     p.add_argument("--name", required=True, help="dataset name (an existing one is replaced on success)")
     p.add_argument("--clusters", nargs="+", metavar="C", help="helios: clusters to keep (default all)")
     p.add_argument("--vc-nodes", type=Path, metavar="CSV", help="philly: VC node table (default beside PATH)")

@@ -5,8 +5,8 @@ A failed ingest raises IngestError before anything is written; a successful one 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,25 +21,6 @@ from analytics.ingest.helios import open_helios
 from analytics.ingest.parse import TIME_FORMAT, IngestError, Source
 from analytics.ingest.philly import open_philly
 from analytics.progress import Progress
-
-FORMATS = ("helios", "philly", "alibaba-openb")
-ATTRIBUTION = {
-    "helios": (
-        "Helios trace of SenseTime (Hu et al., 'Characterization and Prediction of Deep Learning "
-        "Workloads in Large-Scale GPU Datacenters', SC'21), S-Lab-System-Group/HeliosData, CC BY 4.0"
-    ),
-    "philly": (
-        "Microsoft Philly trace (Jeon et al., 'Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN "
-        "Training Workloads', USENIX ATC'19), CC BY 4.0; job list from petuum/adaptdl (osdi21-artifact) "
-        "simulator/traces/philly.csv (Apache-2.0 repository); VC node counts from "
-        "S-Lab-System-Group/HeliosArtifact framework/QSSF Service/data/philly_vc.csv (MIT)"
-    ),
-    "alibaba-openb": (
-        "Alibaba GPU cluster trace v2023 (Weng et al., 'Beware of Fragmentation: Scheduling GPU-Sharing "
-        "Workloads with Fragmentation Gradient Descent', USENIX ATC'23), alibaba/clusterdata "
-        "cluster-trace-gpu-v2023, CC BY 4.0"
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -62,6 +43,52 @@ class SourceInput(Protocol):
         ...
 
 
+@contextmanager
+def _open_helios(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
+    with open_helios(path, list(options.clusters), options.max_member_bytes) as helios_input:
+        yield helios_input
+
+
+@contextmanager
+def _open_philly(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
+    yield open_philly(path, options.vc_nodes)
+
+
+@contextmanager
+def _open_alibaba(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
+    yield open_alibaba(path, options.origin)
+
+
+@dataclass(frozen=True)
+class Format:
+    """A source format: how to open a trace of it (a context manager yielding its SourceInput) and whom to credit."""
+
+    open: Callable[[Path, IngestOptions], AbstractContextManager[SourceInput]]
+    attribution: str
+
+
+FORMATS: dict[str, Format] = {
+    "helios": Format(
+        _open_helios,
+        "Helios trace of SenseTime (Hu et al., 'Characterization and Prediction of Deep Learning "
+        "Workloads in Large-Scale GPU Datacenters', SC'21), S-Lab-System-Group/HeliosData, CC BY 4.0",
+    ),
+    "philly": Format(
+        _open_philly,
+        "Microsoft Philly trace (Jeon et al., 'Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN "
+        "Training Workloads', USENIX ATC'19), CC BY 4.0; job list from petuum/adaptdl (osdi21-artifact) "
+        "simulator/traces/philly.csv (Apache-2.0 repository); VC node counts from "
+        "S-Lab-System-Group/HeliosArtifact framework/QSSF Service/data/philly_vc.csv (MIT)",
+    ),
+    "alibaba-openb": Format(
+        _open_alibaba,
+        "Alibaba GPU cluster trace v2023 (Weng et al., 'Beware of Fragmentation: Scheduling GPU-Sharing "
+        "Workloads with Fragmentation Gradient Descent', USENIX ATC'23), alibaba/clusterdata "
+        "cluster-trace-gpu-v2023, CC BY 4.0",
+    ),
+}
+
+
 def _check_options(fmt: str, options: IngestOptions) -> None:
     if fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
@@ -77,13 +104,8 @@ def _check_options(fmt: str, options: IngestOptions) -> None:
 def open_source(path: Path, fmt: str, options: IngestOptions) -> Iterator[SourceInput]:
     """Open the source at path in format fmt (temporary files, if any, are removed on exit)."""
     _check_options(fmt, options)
-    if fmt == "helios":
-        with open_helios(path, list(options.clusters), options.max_member_bytes) as helios_input:
-            yield helios_input
-    elif fmt == "philly":
-        yield open_philly(path, options.vc_nodes)
-    else:
-        yield open_alibaba(path, options.origin)
+    with FORMATS[fmt].open(path, options) as source_input:
+        yield source_input
 
 
 def _time_text(value: Any) -> str | None:
@@ -110,7 +132,7 @@ def build_meta(
             "jobs_per_cluster": per_cluster,
             "vc_gpus": source.vc_gpus.height,
         },
-        "attribution": ATTRIBUTION[fmt],
+        "attribution": FORMATS[fmt].attribution,
         **source.meta,
         "quality": report,
     }

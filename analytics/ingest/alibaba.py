@@ -27,7 +27,6 @@ CLUSTER = "Alibaba-openb"
 POD_FILE = "openb_pod_list_default.csv"
 NODE_FILE = "openb_node_list_gpu_node.csv"
 DEFAULT_ORIGIN = "2023-01-01 00:00:00"
-WHOLE_CLUSTER_VC = "*"
 POD_REQUIRED = ("qos", "num_gpu", "creation_time", "scheduled_time", "deletion_time")
 POD_OPTIONAL = ("name", "cpu_milli", "pod_phase")
 POD_KINDS = {
@@ -41,8 +40,8 @@ NODE_REQUIRED = ("gpu",)
 PHASE_STATES = {
     "Succeeded": schema.COMPLETED,
     "Failed": schema.FAILED,
-    "Running": "RUNNING",
-    "Pending": "PENDING",
+    "Running": schema.RUNNING,
+    "Pending": schema.PENDING,
 }
 SOURCE_COLUMNS = tuple(c for c in schema.JOB_COLUMNS if c not in ("user", "node_num"))  # all but these two
 OPTIONAL_SOURCE = {
@@ -104,7 +103,7 @@ def daily_capacity(total_gpus: int, first_day: object, last_day: object) -> pl.D
     days = pl.date_range(first_day, last_day, interval="1d", eager=True)
     frame = pl.DataFrame({"date": days}).with_columns(
         pl.lit(CLUSTER).alias("cluster"),
-        pl.lit(WHOLE_CLUSTER_VC).alias("vc"),
+        pl.lit(schema.WHOLE_CLUSTER_VC).alias("vc"),
         pl.lit(total_gpus).alias("gpus"),
     )
     return schema.conform_vc_gpus(frame)

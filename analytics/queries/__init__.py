@@ -1,7 +1,8 @@
 """One function per metric/figure of the Helios study: (ds, flt, ...) -> polars.DataFrame (spec helios.md §2-3).
 
-The implementations live in queries_jobs (per-job statistics), queries_series (per-minute and 10-minute series) and
-queries_users (per-user statistics); this module is the stable import point and the registry used by `helios query`.
+The implementations live in jobs (per-job statistics), series (per-minute and 10-minute series) and users (per-user
+statistics), over the column store (colstore) or DuckDB (analytics.db); this package is the stable import point and
+`QUERIES` the registry used by `helios query` and the dashboard.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from analytics.queries.jobs import (
     POW2_X_S,
     STATE_BUCKETS,
     SUMMARY_COLUMNS,
-    TOTAL_ID,
     cluster_summary,
     diurnal_submissions,
     duration_cdf,
@@ -78,6 +78,5 @@ __all__ = [
     "QUERIES",
     "STATE_BUCKETS",
     "SUMMARY_COLUMNS",
-    "TOTAL_ID",
     *QUERIES,
 ]

@@ -11,7 +11,6 @@ from analytics.filters import NO_FILTER, JobFilter
 from analytics.queries import colstore
 from analytics.store import Dataset
 
-WHOLE_CLUSTER_VC = "*"  # a vc_gpus row for the whole cluster's capacity, not split by VC
 PERIOD_SCHEMA = {"start": schema.TIMESTAMP, "end": schema.TIMESTAMP}
 CAPACITY_SCHEMA = {"cluster": pl.String(), "date": pl.Date(), "total_gpu_num": pl.Int64()}
 
@@ -87,7 +86,7 @@ def daily_capacity(ds: Dataset, flt: JobFilter, clusters: list[str], vcs: tuple[
     if vcs:
         caps, total = caps.filter(pl.col("vc").is_in(list(vcs))), _sum_or_null(gpus)
     else:
-        whole = pl.col("vc") == WHOLE_CLUSTER_VC
+        whole = pl.col("vc") == schema.WHOLE_CLUSTER_VC
         total = pl.when(whole.any()).then(_sum_or_null(gpus.filter(whole))).otherwise(_sum_or_null(gpus))
     out = caps.group_by("cluster", "date").agg(total.alias("total_gpu_num")).sort("cluster", "date")
     return out.cast(CAPACITY_SCHEMA)  # type: ignore[arg-type]

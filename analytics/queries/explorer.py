@@ -137,12 +137,20 @@ def count_rows(ds: Dataset, flt: JobFilter, filter_model: dict[str, Any] | None)
     return int(db.run(f"SELECT count(*) AS n FROM jobs WHERE {where}", params, ds=ds)["n"][0])
 
 
+def _select(flt: JobFilter, filter_model: dict | None, sort_model: list | None) -> tuple[str, list]:
+    """The SQL selecting the matching jobs in order, a block at a time (LIMIT ? OFFSET ? come last), and its params."""
+    where, params = _where(flt, filter_model)
+    return (
+        f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE {where} ORDER BY {order_by(sort_model)} LIMIT ? OFFSET ?",
+        params,
+    )
+
+
 def page(
     ds: Dataset, flt: JobFilter, filter_model: dict | None, sort_model: list | None, start: int, limit: int
 ) -> pl.DataFrame:
     """The matching jobs from row start (0-based), at most limit of them, in the sort model's order."""
-    where, params = _where(flt, filter_model)
-    sql = f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE {where} ORDER BY {order_by(sort_model)} LIMIT ? OFFSET ?"
+    sql, params = _select(flt, filter_model, sort_model)
     return db.run(sql, [*params, limit, start], ds=ds)
 
 
@@ -163,8 +171,7 @@ def _row_index(request_: dict[str, Any], key: str, default: int | None) -> int |
 
 def export_chunks(ds: Dataset, flt: JobFilter, filter_model: dict | None, sort_model: list | None) -> Iterator[str]:
     """Yield the matching jobs as CSV text, header first, in chunks of EXPORT_CHUNK_ROWS rows."""
-    where, params = _where(flt, filter_model)
-    sql = f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE {where} ORDER BY {order_by(sort_model)} LIMIT ? OFFSET ?"
+    sql, params = _select(flt, filter_model, sort_model)
     offset = 0
     while True:
         df = db.run(sql, [*params, EXPORT_CHUNK_ROWS, offset], ds=ds)

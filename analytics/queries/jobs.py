@@ -1,4 +1,4 @@
-"""Per-job study queries (spec helios.md §3): summary table, monthly counts, CDFs and final-state shares, in DuckDB."""
+"""Per-job study queries (spec helios.md §3): summary table, monthly counts, CDFs and final-state shares."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from analytics import db, schema
 from analytics.filters import NO_FILTER, JobFilter
 from analytics.queries import colstore
 from analytics.queries.base import dataset_clusters, empty, job_predicate, mean_capacity, period_bounds
+from analytics.reference import STATE_GPU_BUCKETS
 from analytics.store import Dataset
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
@@ -30,7 +31,7 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
 TOTAL_ID = "total"
 POW2_X_S: tuple[int, ...] = tuple(2**k for k in range(22))
 GPU_NUM_X: tuple[str, ...] = ("1", "2", "4", "8", "12", "16", "24", "32", "40", "48", "56", "64", ">64")
-STATE_BUCKETS: tuple[str, ...] = ("1", "2", "4", "8", "16", "32", ">=64")
+STATE_BUCKETS: tuple[str, ...] = (*(str(g) for g in STATE_GPU_BUCKETS[:-1]), f">={STATE_GPU_BUCKETS[-1]}")  # Fig 7b
 KINDS: dict[str, str] = {"gpu": "gpu_num > 0", "cpu": "gpu_num = 0"}
 CDF_SCHEMA = {"cluster": pl.String(), "x_s": pl.Int64(), "pct": pl.Float64()}
 STATE_PCT_SCHEMA = {"completed_pct": pl.Float64(), "cancelled_pct": pl.Float64(), "failed_pct": pl.Float64()}
@@ -94,7 +95,7 @@ def _summary_columns() -> list[pl.Expr]:
         out.append(queue.alias(f"avg_que_time_{kind}"))
     out.append(_ratio(pl.col("sum_gpu").filter(gpu).sum(), n.filter(gpu).sum()).alias("avg_gpu_num"))
     known = pl.col("grp").is_not_null()
-    for short, grp in (("complete", "COMPLETED"), ("cancel", "CANCELLED"), ("fail", "FAILED")):
+    for short, grp in zip(("complete", "cancel", "fail"), schema.STATE_GROUPS, strict=True):
         in_grp = pl.col("grp") == grp
         out.append(_ratio(n.filter(in_grp).sum(), n.filter(known).sum()).alias(f"{short}_rate"))
         for kind, mask in (("cpu", cpu), ("gpu", gpu)):

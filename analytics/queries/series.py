@@ -15,7 +15,6 @@ from analytics.filters import NO_FILTER, JobFilter
 from analytics.queries import colstore
 from analytics.queries.base import (
     CAPACITY_SCHEMA,
-    WHOLE_CLUSTER_VC,
     daily_capacity,
     dataset_clusters,
     empty,
@@ -328,7 +327,7 @@ def throughput_10min(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
 
 def _vc_capacity(cols: colstore.JobColumns, flt: JobFilter, clusters: list[str]) -> pl.DataFrame:
     """Per cluster, VC and day: the VC's GPUs (VC-level rows only)."""
-    caps = cols.vc_gpus.filter(pl.col("cluster").is_in(clusters) & (pl.col("vc") != WHOLE_CLUSTER_VC))
+    caps = cols.vc_gpus.filter(pl.col("cluster").is_in(clusters) & (pl.col("vc") != schema.WHOLE_CLUSTER_VC))
     if flt.vcs:
         caps = caps.filter(pl.col("vc").is_in(list(flt.vcs)))
     return caps.select("cluster", "vc", "date", pl.col("gpus").cast(pl.Int64))

@@ -1,4 +1,4 @@
-"""Per-user study queries (spec helios.md §2 cluster_user fields, §3 Figs 8-9), in DuckDB."""
+"""Per-user study queries (spec helios.md §2 cluster_user fields, §3 Figs 8-9) and the active users of a selection."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ USER_SCHEMA: dict[str, pl.DataType] = {
     ),
 }  # fmt: skip
 
-_GPU, _CPU = "WHERE gpu_num > 0", "WHERE gpu_num = 0"
+_GPU = "WHERE gpu_num > 0"
 
 
 MAX_DENSE_KEYS = 50_000_000  # above this many (cluster, user, vc, kind) keys, distinct keys come from a sort

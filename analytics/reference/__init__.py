@@ -18,6 +18,7 @@ import polars as pl
 from analytics import schema
 
 CLUSTERS: tuple[str, ...] = ("Venus", "Earth", "Saturn", "Uranus")
+STATE_GPU_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)  # Fig 7b: exactly 1..32 GPUs, then >= 64
 REFERENCE_DIR = Path(__file__).resolve().parent
 _SUBDIR = {"helios_reference.json": "spec", "helios_cluster_summary.csv": "data", "earth_vc_gpu_number.csv": "data"}
 

@@ -44,7 +44,6 @@ from analytics.synth.layout import (
 from analytics.synth.level import level_heavy_jobs
 from analytics.synth.states import StateInputs, StateTargets, calibrate, sample_groups
 
-DATASET_NAME = store.DEFAULT_DATASET
 PERIOD_START = datetime(2020, 4, 1)
 PERIOD_END = datetime(2020, 9, 28, 23, 59, 59)
 GPU_VALUES = np.array([1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64])  # Fig 6 steps; jobs sit on the step values
@@ -58,7 +57,7 @@ CPU_ONLY_USERS = 0.08  # share of users without GPU jobs (the bottom of the GPU-
 MIN_SCALE, MAX_SCALE = 1e-4, 10.0  # 336 jobs .. 33.6 M jobs
 GENERATE_STAGES = 4  # progress stages of generate()
 BUILD_STAGES = GENERATE_STAGES + 1  # ... plus writing
-# How GPU jobs spread over each cluster's VCs (see synth_layout.LoadTargets); spare is the per-cluster headroom knob.
+# How GPU jobs spread over each cluster's VCs (see layout.LoadTargets); spare is the per-cluster headroom knob.
 LOAD_TARGETS: dict[str, LoadTargets] = {
     "Venus": LoadTargets(spare=0.4),
     "Earth": LoadTargets(spare=0.4),
@@ -359,7 +358,7 @@ def _state_targets() -> StateTargets:
     rates = np.array([[summ[c][f"{k}_rate_gpu"] for k in keys] for c in CLUSTERS])
     times = np.array([[summ[c][f"{k}_gpu_time"] for k in keys] for c in CLUSTERS])
     by_gpu = ref["final_state_by_gpu_num"]
-    buckets = np.column_stack([by_gpu[s] for s in ("COMPLETED", "CANCELLED", "FAILED")]) / 100.0
+    buckets = np.column_stack([by_gpu[s] for s in schema.STATE_GROUPS]) / 100.0
     return StateTargets(
         cluster_rates=rates / rates.sum(axis=1, keepdims=True),
         cluster_gpu_time_shares=times / times.sum(axis=1, keepdims=True),
@@ -524,7 +523,7 @@ def build_meta(
 
 def build_dataset(
     params: SynthParams,
-    name: str = DATASET_NAME,
+    name: str = store.DEFAULT_DATASET,
     progress: Progress | None = None,
     root: Path | None = None,
     scheduler: Scheduler | None = None,

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-STATE_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)  # Fig 7b: exactly 1..32 GPUs, then >= 64
+from analytics.reference import STATE_GPU_BUCKETS
+
 CALIBRATION_JOBS = 200_000
 GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 USER_PASSES = 3  # refinement passes over all jobs after the sample fit
@@ -19,7 +20,7 @@ class StateTargets:
 
     cluster_rates: np.ndarray  # (n_clusters, 3) GPU-job state rates
     cluster_gpu_time_shares: np.ndarray  # (n_clusters, 3) GPU-time shares by state
-    bucket_rates: np.ndarray  # (len(STATE_BUCKETS), 3) Helios-wide rates by exact GPU count
+    bucket_rates: np.ndarray  # (len(STATE_GPU_BUCKETS), 3) Helios-wide rates by exact GPU count
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,11 @@ class StateInputs:
 
 
 def bucket_codes(gpu_num: np.ndarray) -> np.ndarray:
-    """Fig 7b bucket index of each GPU count (len(STATE_BUCKETS) for counts outside the plotted buckets)."""
-    codes = np.full(len(gpu_num), len(STATE_BUCKETS), dtype=np.int64)
-    for i, g in enumerate(STATE_BUCKETS[:-1]):
+    """Fig 7b bucket index of each GPU count (len(STATE_GPU_BUCKETS) for counts outside the plotted buckets)."""
+    codes = np.full(len(gpu_num), len(STATE_GPU_BUCKETS), dtype=np.int64)
+    for i, g in enumerate(STATE_GPU_BUCKETS[:-1]):
         codes[gpu_num == g] = i
-    codes[gpu_num >= STATE_BUCKETS[-1]] = len(STATE_BUCKETS) - 1
+    codes[gpu_num >= STATE_GPU_BUCKETS[-1]] = len(STATE_GPU_BUCKETS) - 1
     return codes
 
 
@@ -46,7 +47,7 @@ class _Logit:
 
     def __init__(self, n_clusters: int, n_users: int):
         self.a = np.zeros((n_clusters, 2))
-        self.b = np.zeros((len(STATE_BUCKETS) + 1, 2))
+        self.b = np.zeros((len(STATE_GPU_BUCKETS) + 1, 2))
         self.d = np.zeros((n_clusters, 2))
         self.e = np.zeros(n_users)
 
@@ -93,7 +94,7 @@ def calibrate(
     dur = jobs.duration_s[idx].astype(float)
     bucket, z = bucket_codes(g), _standard_log(dur)
     weight = sw * g * dur
-    n_cl, n_b, n_u = targets.cluster_rates.shape[0], len(STATE_BUCKETS), len(user_completion)
+    n_cl, n_b, n_u = targets.cluster_rates.shape[0], len(STATE_GPU_BUCKETS), len(user_completion)
     model = _Logit(n_cl, n_u)
     model.e[:] = _logit(user_completion)
     has_user = np.bincount(user, minlength=n_u) > 0

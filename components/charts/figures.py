@@ -9,9 +9,11 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
+from analytics import schema
+
 # Okabe-Ito, the colour-blind-safe palette (yellow last: it is faint on white).
 PALETTE: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442")
-STATE_COLORS: dict[str, str] = {"COMPLETED": "#009E73", "CANCELLED": "#E69F00", "FAILED": "#D55E00"}
+STATE_COLORS: dict[str, str] = {schema.COMPLETED: "#009E73", schema.CANCELLED: "#E69F00", schema.FAILED: "#D55E00"}
 WEEKDAYS: tuple[str, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 MONTHS: tuple[str, ...] = ("", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 POW2_TICKS_S: tuple[int, ...] = (1, 16, 256, 4096, 65536, 1048576)
@@ -317,7 +319,7 @@ def final_state_figure(df: pl.DataFrame, x: str = "gpu_num", title: str = "Final
     if df.is_empty():
         return empty_figure(title=title)
     fig = go.Figure()
-    for state in ("COMPLETED", "CANCELLED", "FAILED"):
+    for state in schema.STATE_GROUPS:
         col = f"{state.lower()}_pct"
         fig.add_trace(
             go.Bar(
@@ -385,7 +387,9 @@ def user_jobs_figure(df: pl.DataFrame) -> go.Figure:
         return empty_figure(title="Jobs over time")
     fig = go.Figure()
     groups = df.with_columns(
-        pl.when(pl.col("state").is_in(["COMPLETED", "CANCELLED"])).then(pl.col("state")).otherwise(pl.lit("FAILED"))
+        pl.when(pl.col("state").is_in([schema.COMPLETED, schema.CANCELLED]))
+        .then(pl.col("state"))
+        .otherwise(pl.lit(schema.FAILED))
     )
     for state, color in STATE_COLORS.items():
         part = groups.filter(pl.col("state") == state)

@@ -12,10 +12,13 @@ import polars as pl
 from flask import current_app
 
 from analytics import queries, store
-from analytics.filters import to_filter
+from analytics.db import QueryError
+from analytics.filters import JobFilter, to_filter
 from analytics.queries import catalog, users
 from components.server.cache import cached
 from components.server.settings import Settings
+
+USER_ERRORS = (ValueError, QueryError, store.DatasetError)  # what bad filters, queries or dataset names raise
 
 
 def settings() -> Settings:
@@ -33,24 +36,43 @@ def open_dataset(name: str) -> store.Dataset:
     return store.open_dataset(name, settings().data_dir)
 
 
-def default_dataset(names: list[str], preferred: str) -> str:
-    """The preferred dataset when present, else the first one, else ''."""
+def dataset_names() -> list[str]:
+    """The names of the datasets in the app's data folder."""
+    return [d.name for d in list_datasets()]
+
+
+def default_dataset(names: list[str]) -> str:
+    """The configured default dataset when it is among names, else the first one, else ''."""
+    preferred = settings().default_dataset
     if preferred in names:
         return preferred
     return names[0] if names else ""
 
 
-def _kwargs_key(kwargs: dict[str, Any]) -> str:
-    return ",".join(f"{k}={kwargs[k]}" for k in sorted(kwargs))
+def dataset_key(kind: str, ds: store.Dataset, *parts: str) -> str:
+    """The cache key of a value of kind computed from one version of a dataset (and parts)."""
+    return ":".join((kind, ds.name, ds.version, *parts))
+
+
+def selection_key(kind: str, ds: store.Dataset, flt: JobFilter, *parts: str) -> str:
+    """The cache key of a value of kind computed from the jobs a filter selects in one version of a dataset."""
+    return dataset_key(kind, ds, flt.cache_key(), *parts)
+
+
+def _of_dataset(kind: str, name: str, compute: Callable[[store.Dataset], Any], *parts: str) -> Any:
+    ds = open_dataset(name)
+    return cached(dataset_key(kind, ds, *parts), lambda: compute(ds))
+
+
+def _of_selection(kind: str, state: dict[str, Any], compute: Callable[[store.Dataset, JobFilter], Any], *parts: str):
+    ds, flt = open_dataset(state["dataset"]), to_filter(state)
+    return cached(selection_key(kind, ds, flt, *parts), lambda: compute(ds, flt))
 
 
 def query(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFrame:
     """Run analytics.queries.<name> for a filter state, through the cache."""
-    ds = open_dataset(state["dataset"])
-    flt = to_filter(state)
-    fn = queries.QUERIES[name]
-    key = f"q:{name}:{ds.name}:{ds.version}:{flt.cache_key()}:{_kwargs_key(kwargs)}"
-    return cached(key, lambda: fn(ds, flt, **kwargs))
+    fn, options = queries.QUERIES[name], ",".join(f"{k}={kwargs[k]}" for k in sorted(kwargs))
+    return _of_selection(f"q:{name}", state, lambda ds, flt: fn(ds, flt, **kwargs), options)
 
 
 def query_uncached(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFrame:
@@ -60,43 +82,36 @@ def query_uncached(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFr
 
 def derived(name: str, state: dict[str, Any], compute: Callable[[], Any]) -> Any:
     """Cache a value derived from queries of a filter state under name."""
-    ds = open_dataset(state["dataset"])
-    return cached(f"d:{name}:{ds.name}:{ds.version}:{to_filter(state).cache_key()}", compute)
+    return _of_selection(f"d:{name}", state, lambda _ds, _flt: compute())
 
 
 def dataset_options(name: str) -> dict[str, list[str]]:
     """The clusters, (cluster, VC) pairs and users of a dataset, for the filter drop-downs."""
-    ds = open_dataset(name)
-    return cached(f"opts:{ds.name}:{ds.version}", lambda: catalog.filter_options(ds))
+    return _of_dataset("opts", name, catalog.filter_options)
 
 
 def dataset_period(name: str) -> tuple[str | None, str | None]:
     """First and last submit day of a dataset as ISO dates."""
-    ds = open_dataset(name)
-    return cached(f"period:{ds.name}:{ds.version}", lambda: catalog.submit_days(ds))
+    return _of_dataset("period", name, catalog.submit_days)
 
 
 def active_users(state: dict[str, Any]) -> pl.DataFrame:
     """Distinct users per cluster among the jobs a filter state selects (columns cluster, active_users)."""
-    ds, flt = open_dataset(state["dataset"]), to_filter(state)
-    return cached(f"users:{ds.name}:{ds.version}:{flt.cache_key()}", lambda: users.active_users(ds, flt))
+    return _of_selection("users", state, users.active_users)
 
 
 def user_jobs(state: dict[str, Any]) -> pl.DataFrame:
     """The one selected user's jobs (a repeatable sample when there are many), empty unless one user is selected."""
     if len(state.get("users") or []) != 1:
         return pl.DataFrame()
-    ds, flt = open_dataset(state["dataset"]), to_filter(state)
-    return cached(f"userjobs:{ds.name}:{ds.version}:{flt.cache_key()}", lambda: users.user_jobs_sample(ds, flt))
+    return _of_selection("userjobs", state, users.user_jobs_sample)
 
 
 def cluster_names(name: str) -> list[str]:
     """A dataset's clusters in the order its metadata lists them."""
-    ds = open_dataset(name)
-    return cached(f"clusters:{ds.name}:{ds.version}", lambda: catalog.cluster_names(ds))
+    return _of_dataset("clusters", name, catalog.cluster_names)
 
 
 def gpu_vcs(name: str, cluster: str) -> list[str]:
     """The VCs of a dataset's cluster that have GPU jobs."""
-    ds = open_dataset(name)
-    return cached(f"gpuvcs:{ds.name}:{ds.version}:{cluster}", lambda: catalog.gpu_vcs(ds, cluster))
+    return _of_dataset("gpuvcs", name, lambda ds: catalog.gpu_vcs(ds, cluster), cluster)

@@ -40,7 +40,7 @@ def section(dataset_names: list[str]) -> dbc.Card:
     )
     fields = dbc.Row(
         [
-            dbc.Col(dcc.Dropdown(id=FORMAT, options=list(FORMATS), value=FORMATS[0], clearable=False), md=4),
+            dbc.Col(dcc.Dropdown(id=FORMAT, options=list(FORMATS), value=next(iter(FORMATS)), clearable=False), md=4),
             dbc.Col(dbc.Input(id=NAME, placeholder="dataset name, e.g. helios-2020", maxLength=64), md=8),
         ],
         className="g-2 mb-2",

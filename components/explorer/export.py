@@ -8,7 +8,7 @@ from typing import Any
 from flask import Response, request
 
 from analytics.filters import parse_params, to_filter
-from analytics.queries import explorer as queries
+from analytics.queries import explorer as explorer_queries
 from analytics.store import DatasetError
 from components.datasets import access
 
@@ -20,7 +20,7 @@ def _json_arg(args: dict[str, str], key: str, default: str) -> Any:
     try:
         return json.loads(args.get(key) or default)
     except (ValueError, RecursionError):
-        raise queries.GridFilterError(f"{key} is not valid JSON") from None
+        raise explorer_queries.GridFilterError(f"{key} is not valid JSON") from None
 
 
 def csv_view() -> Response:
@@ -34,11 +34,11 @@ def csv_view() -> Response:
         flt = to_filter(state)
         fmodel = _json_arg(args, "grid_filter", "{}")
         smodel = _json_arg(args, "grid_sort", "[]")
-        queries.grid_where(fmodel)
-        queries.order_by(smodel)
+        explorer_queries.grid_where(fmodel)
+        explorer_queries.order_by(smodel)
     except (ValueError, DatasetError) as exc:
         message = " ".join(str(exc).split())
         message = message if len(message) <= 300 else message[:297] + "..."
         return Response(f"cannot export: {message}\n", status=400, mimetype="text/plain")
     headers = {"Content-Disposition": f'attachment; filename="{ds.name}-jobs.csv"'}
-    return Response(queries.export_chunks(ds, flt, fmodel, smodel), mimetype="text/csv", headers=headers)
+    return Response(explorer_queries.export_chunks(ds, flt, fmodel, smodel), mimetype="text/csv", headers=headers)

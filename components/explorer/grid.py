@@ -12,12 +12,11 @@ import polars as pl
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from analytics.filters import JobFilter, to_filter, to_params
-from analytics.queries import explorer as queries
+from analytics.queries import explorer as explorer_queries
 from analytics.store import Dataset
 from components.datasets import access
 from components.explorer import export
 from components.server.cache import cached
-from components.shell.callbacks import USER_ERRORS
 
 SPEC = "jobs-spec"
 GRID = "jobs-grid"
@@ -39,12 +38,12 @@ HEADERS: dict[str, str] = {
 def column_defs() -> list[dict[str, Any]]:
     """AG Grid column definitions with readable headers and the right filter per column type."""
     defs = []
-    for col in queries.COLUMNS:
-        kind = "agNumberColumnFilter" if col in queries.NUMBER_COLUMNS else "agTextColumnFilter"
-        if col in queries.DATE_COLUMNS:
+    for col in explorer_queries.COLUMNS:
+        kind = "agNumberColumnFilter" if col in explorer_queries.NUMBER_COLUMNS else "agTextColumnFilter"
+        if col in explorer_queries.DATE_COLUMNS:
             kind = "agDateColumnFilter"
         filter_params = {"maxNumConditions": 1, "buttons": ["reset"]}
-        width = 170 if col in queries.DATE_COLUMNS else 135 if col == "state" else 110
+        width = 170 if col in explorer_queries.DATE_COLUMNS else 135 if col == "state" else 110
         defs.append(
             {
                 "field": col,
@@ -59,19 +58,19 @@ def column_defs() -> list[dict[str, Any]]:
 
 def page_rows(ds: Dataset, flt: JobFilter, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     """One block of rows for AG Grid's infinite row model, and the total number of matching rows (cached)."""
-    start, limit = queries.block_bounds(request)
+    start, limit = explorer_queries.block_bounds(request)
     fmodel, smodel = request.get("filterModel"), request.get("sortModel")
-    base_key = f"{ds.name}:{ds.version}:{flt.cache_key()}:{json.dumps(fmodel, sort_keys=True)}"
-    block_key = f"{json.dumps(smodel, sort_keys=True)}:{start}:{limit}"
-    rows = cached(
-        f"rows:{base_key}:{block_key}", lambda: _json_rows(queries.page(ds, flt, fmodel, smodel, start, limit))
+    grid_filter, grid_sort = json.dumps(fmodel, sort_keys=True), json.dumps(smodel, sort_keys=True)
+    rows_key = access.selection_key("rows", ds, flt, grid_filter, grid_sort, str(start), str(limit))
+    rows = cached(rows_key, lambda: _json_rows(explorer_queries.page(ds, flt, fmodel, smodel, start, limit)))
+    total = cached(
+        access.selection_key("count", ds, flt, grid_filter), lambda: explorer_queries.count_rows(ds, flt, fmodel)
     )
-    total = cached(f"count:{base_key}", lambda: queries.count_rows(ds, flt, fmodel))
     return rows, total
 
 
 def _json_rows(df: pl.DataFrame) -> list[dict[str, Any]]:
-    return df.with_columns(pl.col(c).dt.strftime("%Y-%m-%d %H:%M:%S") for c in queries.DATE_COLUMNS).to_dicts()
+    return df.with_columns(pl.col(c).dt.strftime("%Y-%m-%d %H:%M:%S") for c in explorer_queries.DATE_COLUMNS).to_dicts()
 
 
 def section(state: dict[str, Any]) -> html.Div:
@@ -135,7 +134,7 @@ def get_rows(request: dict[str, Any] | None, state: dict[str, Any]):
         return {"rowData": [], "rowCount": 0}, no_update, "⚠ the grid request must be an object"
     try:
         rows, total = page_rows(access.open_dataset(state["dataset"]), to_filter(state), request)
-    except USER_ERRORS as exc:
+    except access.USER_ERRORS as exc:
         return {"rowData": [], "rowCount": 0}, no_update, f"⚠ {exc}"
     href = export_href(state, request.get("filterModel"), request.get("sortModel"))
     return {"rowData": rows, "rowCount": total}, href, f"{total:,} jobs"

@@ -10,8 +10,8 @@ from dash import Dash, Input, Output, State, no_update
 
 from components.charts import figures
 from components.charts import registry as charts
+from components.datasets import access
 from components.shell import controls
-from components.shell.callbacks import USER_ERRORS
 from components.shell.controls import figure_card, grid
 from components.shell.layout import page_layout
 
@@ -60,7 +60,7 @@ def zoom_utilization(relayout: dict[str, Any] | None, spec: dict[str, Any]):
         return no_update
     try:
         df = charts.utilization_window(spec, *window)
-    except USER_ERRORS as exc:
+    except access.USER_ERRORS as exc:
         return figures.empty_figure(str(exc))
     fig = figures.utilization_figure(df)
     if window[0] is not None:

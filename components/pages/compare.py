@@ -31,7 +31,7 @@ def chosen(params: dict[str, Any], names: list[str]) -> tuple[list[str], bool]:
 
 def body(state: dict[str, Any], params: dict[str, Any]) -> list:
     """The dataset and overlay controls and the comparison cards for a filter state and the page's parameters."""
-    names = [d.name for d in access.list_datasets()]
+    names = access.dataset_names()
     picked, overlay = chosen(params, names)
     has_reference = bool(reference.load_reference())
     controls_row = dbc.Row(

@@ -13,8 +13,7 @@ from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
 from components.charts import registry as charts
 from components.datasets import access
 from components.server import cache as query_cache
-from components.shell.callbacks import USER_ERRORS
-from components.shell.layout import dataset_problem, page_state
+from components.shell.layout import page_layout
 
 dash.register_page(__name__, path="/", name="Overview", title="Helios Dashboard · Overview", order=0)
 
@@ -54,42 +53,33 @@ SUMMARY_HEADERS: dict[str, str] = {
 }
 
 
-def layout(**params: Any) -> html.Div:
-    """The overview page for the filters in the URL."""
-    state = page_state(params)
-    problem = dataset_problem(state)
-    body = problem or html.Div(
-        [
-            dcc.Store(id=SPEC, data=state),
-            dcc.Loading(html.Div(id=CARDS, className="mb-3"), type="dot", delay_show=150),
-            html.Div(
-                [
-                    html.H5("Cluster summary", className="mb-0 me-auto"),
-                    dbc.Button("CSV", id=CSV, size="sm", color="secondary", outline=True),
-                ],
-                className="d-flex align-items-center mb-2",
-            ),
-            dag.AgGrid(
-                id=TABLE,
-                columnDefs=[],
-                rowData=[],
-                defaultColDef={"resizable": True, "sortable": True, "wrapHeaderText": True, "autoHeaderHeight": True},
-                dashGridOptions={"domLayout": "autoHeight", "suppressCellFocus": True},
-                csvExportParams={"fileName": "helios-cluster-summary.csv"},
-                style={"width": "100%"},
-            ),
-        ]
-    )
-    return html.Div(
-        [
-            html.H4("Overview", className="mb-0"),
-            html.P(
-                "Each cluster at a glance, and the per-cluster summary table of the Helios study.",
-                className="text-muted small mb-2",
-            ),
-            body,
-        ]
-    )
+def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
+    """The cluster cards (filled by a callback) and the cluster summary table."""
+    return [
+        dcc.Store(id=SPEC, data=state),
+        dcc.Loading(html.Div(id=CARDS, className="mb-3"), type="dot", delay_show=150),
+        html.Div(
+            [
+                html.H5("Cluster summary", className="mb-0 me-auto"),
+                dbc.Button("CSV", id=CSV, size="sm", color="secondary", outline=True),
+            ],
+            className="d-flex align-items-center mb-2",
+        ),
+        dag.AgGrid(
+            id=TABLE,
+            columnDefs=[],
+            rowData=[],
+            defaultColDef={"resizable": True, "sortable": True, "wrapHeaderText": True, "autoHeaderHeight": True},
+            dashGridOptions={"domLayout": "autoHeight", "suppressCellFocus": True},
+            csvExportParams={"fileName": "helios-cluster-summary.csv"},
+            style={"width": "100%"},
+        ),
+    ]
+
+
+layout = page_layout(
+    "Overview", "Each cluster at a glance, and the per-cluster summary table of the Helios study.", body
+)
 
 
 def cluster_cards(state: dict[str, Any]) -> pl.DataFrame:
@@ -153,7 +143,7 @@ def render(state: dict[str, Any]):
     try:
         cards = cluster_cards(state)
         summary = access.query("cluster_summary", state)
-    except USER_ERRORS as exc:
+    except access.USER_ERRORS as exc:
         return dbc.Alert(str(exc), color="danger"), [], []
     if cards.is_empty():
         return dbc.Alert("No jobs match the current filters.", color="info"), [], []
@@ -170,7 +160,7 @@ def fill_utilization(_cards: Any, state: dict[str, Any]) -> list[str]:
     ids = [o["id"]["cluster"] for o in ctx.outputs_list]
     try:
         means = mean_utilization(state)
-    except USER_ERRORS:
+    except access.USER_ERRORS:
         return ["–"] * len(ids)
     return [_fmt(means.get(c), "{:.1f} %") for c in ids]
 

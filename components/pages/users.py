@@ -12,7 +12,6 @@ from dash import Dash, Input, Output, dcc, html, no_update
 
 from components.datasets import access
 from components.shell import controls
-from components.shell.callbacks import USER_ERRORS
 from components.shell.controls import figure_card, grid
 from components.shell.layout import page_layout
 
@@ -128,7 +127,7 @@ def fill_board(state: dict[str, Any]):
     """Fill the leaderboard for a filter state."""
     try:
         return leaderboard_rows(state)
-    except USER_ERRORS:
+    except access.USER_ERRORS:
         return []
 
 

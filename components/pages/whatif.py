@@ -23,8 +23,8 @@ DEFAULT_WINDOW_DAYS = 7
 
 def initial_form(params: dict[str, str]) -> tuple[dict, list[str], dict, list[str]]:
     """The page's form from URL parameters over sensible defaults: (form, datasets, scope, problems)."""
-    names = [d.name for d in access.list_datasets()]
-    dataset = params.get("ds") or access.default_dataset(names, access.settings().default_dataset)
+    names = access.dataset_names()
+    dataset = params.get("ds") or access.default_dataset(names)
     scope: dict = {"clusters": [], "vcs": [], "first": None, "last": None}
     base = default_form(dataset)
     if dataset in names:

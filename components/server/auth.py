@@ -33,7 +33,8 @@ EXTENSION = "helios_auth"
 ADMIN = "admin"
 VIEWER = "viewer"
 # Paths answering without credentials (showing less); wrong credentials still get 401 there.
-OPEN_PATHS: tuple[str, ...] = ("/healthz",)
+HEALTH_PATH = "/healthz"
+OPEN_PATHS: tuple[str, ...] = (HEALTH_PATH,)
 LOGIN_PATH = "/login"
 LOGOUT_PATH = "/logout"
 REALM = "Helios Dashboard"

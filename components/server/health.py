@@ -29,7 +29,6 @@ from components.server.settings import Settings
 
 log = logging.getLogger(__name__)
 
-HEALTH_PATH = "/healthz"
 EXTENSION = "helios_health"
 REDIS_TIMEOUT_S = 1.0
 Check = Callable[[], dict[str, Any]]
@@ -212,4 +211,4 @@ def install_health(
     if public_details is None:
         public_details = os.environ.get("HELIOS_HEALTH_DETAILS", "0").lower() in ("1", "true", "yes")
     server.extensions[EXTENSION] = HealthState(checks, public_details)
-    server.add_url_rule(HEALTH_PATH, "helios_healthz", health_view, methods=["GET", "HEAD"])
+    server.add_url_rule(auth.HEALTH_PATH, "helios_healthz", health_view, methods=["GET", "HEAD"])

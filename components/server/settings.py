@@ -7,6 +7,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from analytics.store import DEFAULT_DATASET
+
 REDIS_URL_ENV = "HELIOS_REDIS_URL"
 
 
@@ -18,7 +20,7 @@ class Settings:
     cache_dir: Path = Path(tempfile.gettempdir()) / "helios-cache"
     redis_url: str | None = None
     cache_timeout_s: int = 24 * 3600
-    default_dataset: str = "helios-synth"
+    default_dataset: str = DEFAULT_DATASET
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -8,7 +8,6 @@ from typing import Any
 import dash_bootstrap_components as dbc
 from dash import MATCH, Dash, Input, Output, State, ctx, dcc, no_update
 
-from analytics.db import QueryError
 from analytics.filters import empty_state, page_params, parse_params, parse_query, to_query
 from analytics.store import DatasetError
 from components.charts import figures
@@ -37,7 +36,6 @@ OPTION_OUTPUTS = (
     (controls.DATES, "min_date_allowed"),
     (controls.DATES, "max_date_allowed"),
 )
-USER_ERRORS = (ValueError, QueryError, DatasetError)
 
 
 def state_to_controls(state: dict[str, Any]) -> list:
@@ -89,15 +87,14 @@ def controls_to_state(values: list) -> tuple[dict[str, Any], list[str]]:
 
 def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tuple:
     """Keep URL and filter bar in step, sending drop-down options with the values they must contain."""
-    default = access.settings().default_dataset
-    names = [d.name for d in access.list_datasets()]
+    names = access.dataset_names()
     trigger = ctx.triggered_id
     url, alert, show = no_update, [], True
     if trigger in (None, controls.URL):
-        state, problems = parse_query(search, access.default_dataset(names, default))
+        state, problems = parse_query(search, access.default_dataset(names))
         alert = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
     elif trigger == controls.FILTER_RESET:
-        state = empty_state(values[0] or access.default_dataset(names, default))
+        state = empty_state(values[0] or access.default_dataset(names))
     elif trigger == controls.DATASET:
         state = empty_state(controls_to_state(list(values))[0]["dataset"])
     else:
@@ -128,7 +125,7 @@ def render_figure(spec: dict[str, Any]):
     """Draw the figure a card spec names, or a figure carrying the problem as a message."""
     try:
         fig, _ = charts.render(spec)
-    except USER_ERRORS as exc:
+    except access.USER_ERRORS as exc:
         log.info("figure %s: %s", str(spec.get("name") if isinstance(spec, dict) else spec)[:80], exc)
         return figures.empty_figure(str(exc))
     return fig
@@ -140,7 +137,7 @@ def download_csv(n_clicks: int | None, spec: dict[str, Any]):
         return no_update
     try:
         _, df = charts.render(spec)
-    except USER_ERRORS:
+    except access.USER_ERRORS:
         return no_update
     return dcc.send_string(df.write_csv(), f"helios-{spec['name']}.csv")
 

@@ -18,8 +18,7 @@ from components.shell import controls
 
 def page_state(params: dict[str, Any]) -> dict[str, Any]:
     """The filter state of a page from its query parameters (the default dataset when none is named)."""
-    names = [d.name for d in access.list_datasets()]
-    state, _ = parse_params(flat_params(params), access.default_dataset(names, access.settings().default_dataset))
+    state, _ = parse_params(flat_params(params), access.default_dataset(access.dataset_names()))
     return state
 
 
@@ -54,8 +53,8 @@ def dataset_problem(state: dict[str, Any]) -> html.Div | None:
 def layout() -> html.Div:
     """The shell around every page; the filter values are filled in from the URL by a callback."""
     # Dash calls this once without a request to check it: no data is read then.
-    names = [d.name for d in access.list_datasets()] if has_request_context() else []
-    state = empty_state(access.default_dataset(names, access.settings().default_dataset) if names else "")
+    names = access.dataset_names() if has_request_context() else []
+    state = empty_state(access.default_dataset(names) if names else "")
     return html.Div(
         [
             dcc.Location(id=controls.URL, refresh="callback-nav"),  # lets the pages router see filter changes

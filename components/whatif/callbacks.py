@@ -27,15 +27,10 @@ from components.whatif.run import (
     results_cache,
     run_in_subprocess,
 )
-from components.whatif.state import (
-    POLICY_FIELDS,
-    form_to_config,
-    form_to_search,
-    preset_defaults,
-)
-from sim.scenario import RECORDED, ScenarioError, ScenarioResult, config_to_dict, open_request
+from components.whatif.state import FALLBACK_PRESET, form_to_config, form_to_search, preset_defaults
+from sim.ces.policy import POLICY_PARAMS
+from sim.scenario import RECORDED, ScenarioResult, config_to_dict, open_request
 
-USER_ERRORS = (ScenarioError, store.DatasetError, ValueError)
 RUNNING = "running…"
 LOST_RUN = "the run stopped without a result (the server worker was restarted?) — run it again"
 
@@ -151,7 +146,7 @@ def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings
     try:
         form = ids.form_of(list(values), policy_values, energy_values)
         request = open_request(form_to_config(form), settings.data_dir)
-    except (*USER_ERRORS, TypeError) as exc:
+    except (*access.USER_ERRORS, TypeError) as exc:
         return (
             no_update,
             dbc.Alert(one_line(exc), color="danger", className="py-1 small"),
@@ -229,7 +224,7 @@ def wait_schemes(meta: dict | None, settings: Settings) -> tuple:
     result = _cached_result(meta, settings)
     if result is None or result.records.is_empty():
         return [], None
-    schemes = [s for s in wf.SCHEME_ORDER if s in set(result.records["scheme"].unique().to_list())]
+    schemes = wf.ordered_schemes(result.records)
     first = next((s for s in schemes if s != RECORDED), schemes[0] if schemes else None)
     return schemes, first
 
@@ -453,4 +448,4 @@ def _register_form(app: Dash, settings: Settings) -> None:
     app.callback(
         Output({"type": ids.CES_POLICY, "name": ALL}, "placeholder"),
         Input(ids.CES_PRESET, "value"),
-    )(lambda preset: [str(preset_defaults(preset or "philly")[n]) for n in POLICY_FIELDS])
+    )(lambda preset: [str(preset_defaults(preset or FALLBACK_PRESET)[n]) for n in POLICY_PARAMS])

@@ -62,7 +62,8 @@ def scheme_color(scheme: str) -> str:
     return SCHEME_COLORS.get(scheme, PALETTE[6])
 
 
-def _schemes(df: pl.DataFrame) -> list[str]:
+def ordered_schemes(df: pl.DataFrame) -> list[str]:
+    """The schemes of a frame in display order: SCHEME_ORDER first, any others after them by name."""
     present = set(df.get_column("scheme").unique().to_list())
     return [s for s in SCHEME_ORDER if s in present] + sorted(present - set(SCHEME_ORDER))
 
@@ -111,7 +112,7 @@ def cdf_figure(cdf: pl.DataFrame, metric: str, title: str) -> go.Figure:
     if part.is_empty():
         return empty_figure("No jobs ran.", title)
     fig = go.Figure()
-    for scheme in _schemes(part):
+    for scheme in ordered_schemes(part):
         rows = part.filter(pl.col("scheme") == scheme)
         x = np.maximum(rows["value_s"].to_numpy(), 1.0)
         fig.add_trace(
@@ -133,7 +134,7 @@ def per_vc_queue_figure(per_vc: pl.DataFrame) -> go.Figure:
     title = "Average queueing delay per VC"
     if per_vc.is_empty():
         return empty_figure("No jobs ran.", title)
-    schemes = _schemes(per_vc)
+    schemes = ordered_schemes(per_vc)
     ranking = "fifo" if "fifo" in schemes else schemes[0]
     top = per_vc.filter(pl.col("scheme") == ranking).sort("avg_queue_s", descending=True).head(TOP_VCS)["vc"].to_list()
     overall = per_vc.group_by("scheme").agg(
@@ -157,7 +158,7 @@ def timeline_figure(timeline: pl.DataFrame) -> go.Figure:
     if timeline.is_empty():
         return empty_figure("No timeline.", title)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
-    for scheme in _schemes(timeline):
+    for scheme in ordered_schemes(timeline):
         rows = timeline.filter(pl.col("scheme") == scheme)
         color, dash = scheme_color(scheme), "dot" if scheme == RECORDED else "solid"
         util = rows["used_gpus"].to_numpy() / np.maximum(rows["capacity_gpus"].to_numpy(), 1) * 100

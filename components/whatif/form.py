@@ -8,17 +8,10 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from components.shell.controls import date_range
-from components.whatif.state import (
-    ENERGY_FIELDS,
-    POLICY_FIELDS,
-    default_form,
-    energy_defaults,
-    overrides,
-    preset_defaults,
-)
+from components.whatif.state import FALLBACK_PRESET, default_form, energy_defaults, overrides, preset_defaults
 from sim import placers, policies
-from sim.ces.energy import EnergyParams
-from sim.ces.policy import PRESETS, PolicyParams
+from sim.ces.energy import ENERGY_PARAMS, EnergyParams
+from sim.ces.policy import POLICY_PARAMS, PRESETS, PolicyParams
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.scenario import RECORDED
@@ -96,6 +89,11 @@ FORM_STATES = (
 )
 
 
+def _given(value: Any, default: Any) -> Any:
+    """A control's value, or default when the control is empty."""
+    return default if value in (None, "") else value
+
+
 def form_of(values: list[Any], policy_values: list[Any], energy_values: list[Any]) -> dict:
     """The form dict of the form's control values (FORM_STATES order) and the CES parameter inputs."""
     (
@@ -120,19 +118,19 @@ def form_of(values: list[Any], policy_values: list[Any], energy_values: list[Any
     form.update(
         vcs=vcs or [],
         policies=chosen or [],
-        placer=placer or "consolidate",
+        placer=_given(placer, form["placer"]),
         backfill=bool(backfill),
-        estimator=estimator or "history",
-        noise_level=noise if noise not in (None, "") else 1.0,
-        load_factor=load if load not in (None, "") else 1.0,
-        capacity_scale=capacity if capacity not in (None, "") else 1.0,
+        estimator=_given(estimator, form["estimator"]),
+        noise_level=_given(noise, form["noise_level"]),
+        load_factor=_given(load, form["load_factor"]),
+        capacity_scale=_given(capacity, form["capacity_scale"]),
         ladder=bool(ladder),
         ces_enabled=bool(ces_enabled),
-        ces_preset=ces_preset or "philly",
-        ces_mode=ces_mode or "honest",
-        ces_schedule=ces_schedule or RECORDED,
-        ces_policy=overrides(policy_values, POLICY_FIELDS),
-        ces_energy=overrides(energy_values, ENERGY_FIELDS),
+        ces_preset=_given(ces_preset, FALLBACK_PRESET),
+        ces_mode=_given(ces_mode, form["ces_mode"]),
+        ces_schedule=_given(ces_schedule, form["ces_schedule"]),
+        ces_policy=overrides(policy_values, POLICY_PARAMS),
+        ces_energy=overrides(energy_values, ENERGY_PARAMS),
     )
     return form
 
@@ -291,7 +289,7 @@ def ces_section(form: dict, policies_run: list[str]) -> html.Div:
             dbc.Row(
                 _param_inputs(
                     CES_POLICY,
-                    POLICY_FIELDS,
+                    POLICY_PARAMS,
                     form["ces_policy"],
                     preset_defaults(form["ces_preset"]),
                     PolicyParams,
@@ -300,7 +298,7 @@ def ces_section(form: dict, policies_run: list[str]) -> html.Div:
             ),
             html.Div("Energy accounting (empty = default)", className="small fw-semibold"),
             dbc.Row(
-                _param_inputs(CES_ENERGY, ENERGY_FIELDS, form["ces_energy"], energy_defaults(), EnergyParams),
+                _param_inputs(CES_ENERGY, ENERGY_PARAMS, form["ces_energy"], energy_defaults(), EnergyParams),
                 className="g-2",
             ),
         ],

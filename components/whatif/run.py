@@ -15,7 +15,7 @@ from typing import Any
 from analytics import store
 from components.server.background import cache_dir
 from components.server.settings import Settings
-from sim.scenario import Progress, ScenarioError, ScenarioRequest, ScenarioResult, run_request
+from sim.scenario import ProgressCallback, ScenarioError, ScenarioRequest, ScenarioResult, run_request
 
 RESULTS_SIZE_LIMIT_BYTES = 2 * 1024**3
 RESULTS_TTL_S = 7 * 24 * 3600
@@ -62,7 +62,9 @@ def results_cache(settings: Any = None):
     return SharedResults(redis_url, local) if redis_url else local
 
 
-def get_or_run(request: ScenarioRequest, cache, progress: Progress | None = None) -> tuple[ScenarioResult, float, bool]:
+def get_or_run(
+    request: ScenarioRequest, cache, progress: ProgressCallback | None = None
+) -> tuple[ScenarioResult, float, bool]:
     """The request's result from the cache, else run and store it under its key: (result, seconds, from cache)."""
     t0 = time.perf_counter()
     hit = cache.get(request.key)
@@ -110,7 +112,7 @@ def _subprocess_entry(target: Callable, args: tuple, queue) -> None:
     queue.put(("done", value))
 
 
-def run_in_subprocess(target: Callable, args: tuple, on_progress: Progress | None = None, poll_s: float = 0.2):
+def run_in_subprocess(target: Callable, args: tuple, on_progress: ProgressCallback | None = None, poll_s: float = 0.2):
     """Run target(*args, report) in a fresh spawned interpreter, forwarding its progress; return its value."""
     # Dash starts background jobs by forking the web worker, and Polars' thread pool does not survive a fork
     # (the forked child can hang on a lock), so the work itself runs in a spawned process.

@@ -12,33 +12,35 @@ from sim.ces.energy import ENERGY_PARAMS, EnergyParams
 from sim.ces.policy import POLICY_PARAMS, PRESETS
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
-from sim.scenario import DEFAULT_POLICIES, RECORDED, CesOptions, ScenarioConfig, ScenarioError, validate
+from sim.scenario import CesOptions, ScenarioConfig, ScenarioError, validate
 
-POLICY_FIELDS: tuple[str, ...] = POLICY_PARAMS
-ENERGY_FIELDS: tuple[str, ...] = ENERGY_PARAMS
 NUMBER_KEYS: dict[str, str] = {"noise": "noise_level", "load": "load_factor", "cap": "capacity_scale"}
 
 
+DEFAULTS = ScenarioConfig()  # the scenario a fresh form describes (bar the dataset, cluster, window and CES preset)
+FALLBACK_PRESET = "philly"  # the CES preset of a cluster that has none named after it
+
+
 def default_form(dataset: str = "", cluster: str = "", start: str | None = None, end: str | None = None) -> dict:
-    """The form of a fresh what-if page: four policies, history predictor, CES off."""
+    """The form of a fresh what-if page: the default scenario (four policies, history predictor, CES off)."""
     return {
         "dataset": dataset,
         "cluster": cluster,
         "vcs": [],
         "start": start,
         "end": end,
-        "policies": list(DEFAULT_POLICIES),
-        "placer": "consolidate",
-        "backfill": False,
-        "estimator": "history",
-        "noise_level": 1.0,
-        "load_factor": 1.0,
-        "capacity_scale": 1.0,
-        "ladder": False,
-        "ces_enabled": False,
+        "policies": list(DEFAULTS.policies),
+        "placer": DEFAULTS.placer,
+        "backfill": DEFAULTS.backfill,
+        "estimator": DEFAULTS.estimator,
+        "noise_level": DEFAULTS.noise_level,
+        "load_factor": DEFAULTS.load_factor,
+        "capacity_scale": DEFAULTS.capacity_scale,
+        "ladder": DEFAULTS.ladder,
+        "ces_enabled": DEFAULTS.ces.enabled,
         "ces_preset": default_preset(cluster),
-        "ces_mode": "honest",
-        "ces_schedule": RECORDED,
+        "ces_mode": DEFAULTS.ces.mode,
+        "ces_schedule": DEFAULTS.ces.schedule,
         "ces_policy": {},
         "ces_energy": {},
     }
@@ -47,7 +49,7 @@ def default_form(dataset: str = "", cluster: str = "", start: str | None = None,
 def default_preset(cluster: str) -> str:
     """The CES preset named after the cluster, else philly's."""
     name = cluster.lower() if isinstance(cluster, str) else ""
-    return name if name in PRESETS else "philly"
+    return name if name in PRESETS else FALLBACK_PRESET
 
 
 def _number(params: dict[str, str], key: str, problems: list[str]) -> float | None:
@@ -111,8 +113,8 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
             form[field] = params[key] == "1"
     if "csched" in params:
         form["ces_schedule"] = params["csched"]
-    form["ces_policy"] = _ces_overrides(params, "c_", POLICY_FIELDS, problems) or form["ces_policy"]
-    form["ces_energy"] = _ces_overrides(params, "e_", ENERGY_FIELDS, problems) or form["ces_energy"]
+    form["ces_policy"] = _ces_overrides(params, "c_", POLICY_PARAMS, problems) or form["ces_policy"]
+    form["ces_energy"] = _ces_overrides(params, "e_", ENERGY_PARAMS, problems) or form["ces_energy"]
     return form, problems
 
 
@@ -194,9 +196,9 @@ def form_to_config(form: dict) -> ScenarioConfig:
         raise ScenarioError(f"load factor, capacity scale and noise level must be at most {MAX_FORM_NUMBER:g}")
     ces = CesOptions(
         enabled=bool(form.get("ces_enabled")),
-        preset=form.get("ces_preset") or "philly",
-        mode=form.get("ces_mode") or "honest",
-        schedule=form.get("ces_schedule") or RECORDED,
+        preset=form.get("ces_preset") or FALLBACK_PRESET,
+        mode=form.get("ces_mode") or DEFAULTS.ces.mode,
+        schedule=form.get("ces_schedule") or DEFAULTS.ces.schedule,
         policy=tuple(sorted((k, float(v)) for k, v in (form.get("ces_policy") or {}).items())),
         energy=tuple(sorted((k, float(v)) for k, v in (form.get("ces_energy") or {}).items())),
     )
@@ -207,9 +209,9 @@ def form_to_config(form: dict) -> ScenarioConfig:
         start=form.get("start") or None,
         end=form.get("end") or None,
         policies=_policies(form.get("policies") or []),
-        placer=form.get("placer") or "consolidate",
+        placer=form.get("placer") or DEFAULTS.placer,
         backfill=bool(form.get("backfill")),
-        estimator=form.get("estimator") or "history",
+        estimator=form.get("estimator") or DEFAULTS.estimator,
         ladder=bool(form.get("ladder")),
         ces=ces,
         **numbers,
@@ -231,7 +233,7 @@ def overrides(values: list[Any], names: tuple[str, ...]) -> dict[str, float]:
 
 def preset_defaults(preset: str) -> dict[str, Any]:
     """The policy parameter values of a CES preset (shown as input placeholders)."""
-    return dataclasses.asdict(PRESETS.get(preset, PRESETS["philly"]))
+    return dataclasses.asdict(PRESETS.get(preset, PRESETS[FALLBACK_PRESET]))
 
 
 def energy_defaults() -> dict[str, Any]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from analytics.schema import GPUS_PER_NODE
 from sim.ces.series import STEP, NodeSeries
 from sim.cluster import VCNodes
 from sim.placers import consolidate, first_fit
@@ -49,7 +50,7 @@ def _events(schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return times[order], kinds[order], jobs[order]
 
 
-def replay(schedule: Schedule, gpus_per_node: int = 8) -> BusyTimeline:
+def replay(schedule: Schedule, gpus_per_node: int = GPUS_PER_NODE) -> BusyTimeline:
     """Place and release every job at its recorded times and count busy nodes after each event."""
     vcs = [VCNodes(n, gpus_per_node) for n in schedule.vc_nodes]
     times, kinds, jobs = _events(schedule)
@@ -108,7 +109,7 @@ def _peak_gpus(vc_index: np.ndarray, gpu_num: np.ndarray, start: np.ndarray, end
     return peak
 
 
-def schedule_from_jobs(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, gpus_per_node: int = 8) -> Schedule:
+def schedule_from_jobs(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, gpus_per_node: int = GPUS_PER_NODE) -> Schedule:
     """A Schedule from GPU jobs (vc, gpu_num, start_time, end_time); VC nodes cover capacity and peak."""
     vc_names = sorted(set(jobs["vc"].unique().to_list()) | set(vc_gpus["vc"].unique().to_list()))
     lookup = {name: i for i, name in enumerate(vc_names)}
@@ -125,7 +126,7 @@ def schedule_from_jobs(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, gpus_per_node:
     return Schedule(vc_index=vc_index, gpu_num=gpu_num, start=start, end=end, vc_nodes=nodes)
 
 
-def daily_total_nodes(grid: np.ndarray, vc_gpus: pl.DataFrame, fallback: int, gpus_per_node: int = 8):
+def daily_total_nodes(grid: np.ndarray, vc_gpus: pl.DataFrame, fallback: int, gpus_per_node: int = GPUS_PER_NODE):
     """Total nodes of each bin: the day's sum over VCs of GPUs // gpus_per_node, else fallback."""
     per_day = vc_gpus.group_by("date").agg((pl.col("gpus") // gpus_per_node).sum().alias("nodes"))
     days = dict(zip(per_day["date"].to_list(), per_day["nodes"].to_list(), strict=True))

@@ -7,7 +7,7 @@ import argparse
 from analytics import store
 from analytics.commands.common import fail, parsed_number
 from analytics.progress import Progress
-from analytics.synth.build import BUILD_STAGES, DATASET_NAME, MAX_SCALE, MIN_SCALE, SynthParams, build_dataset
+from analytics.synth.build import BUILD_STAGES, MAX_SCALE, MIN_SCALE, SynthParams, build_dataset
 from sim.synthetic_queue.calibration import calibrated_schedule
 
 QUEUE_MODELS = ("sampled", "sim")
@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--scale", type=_scale, default=1.0, help="fraction of the 3,362,981 published jobs (default 1)")
     p.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same jobs (default 0)")
-    p.add_argument("--name", default=DATASET_NAME, help=f"dataset name (default {DATASET_NAME})")
+    p.add_argument("--name", default=store.DEFAULT_DATASET, help=f"dataset name (default {store.DEFAULT_DATASET})")
     p.add_argument(
         "--queue",
         choices=QUEUE_MODELS,

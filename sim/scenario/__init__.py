@@ -21,8 +21,7 @@ from sim.scenario.config import (
 from sim.scenario.outputs import ScenarioResult, records_timeline
 from sim.scenario.run import (
     LADDER,
-    Progress,
-    predictions,
+    ProgressCallback,
     predictions_and_importance,
     run_request,
     run_scenario,
@@ -34,7 +33,7 @@ __all__ = [
     "LADDER",
     "RECORDED",
     "CesOptions",
-    "Progress",
+    "ProgressCallback",
     "ScenarioConfig",
     "ScenarioError",
     "ScenarioRequest",
@@ -42,7 +41,6 @@ __all__ = [
     "config_from_dict",
     "config_to_dict",
     "open_request",
-    "predictions",
     "predictions_and_importance",
     "records_timeline",
     "run_request",

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from analytics.schema import GPUS_PER_NODE
 from analytics.store import Dataset, open_dataset
 from sim import placers, policies
 from sim.ces.energy import ENERGY_PARAMS
@@ -61,7 +62,7 @@ class ScenarioConfig:
     noise_level: float = 1.0  # noisy-oracle only: 0 = oracle, 1 = the artifact's error model, 2 = twice its errors
     load_factor: float = 1.0
     capacity_scale: float = 1.0
-    gpus_per_node: int = 8
+    gpus_per_node: int = GPUS_PER_NODE
     seed: int = 0
     ladder: bool = False  # also run QSSF with each predictor of LADDER
     ces: CesOptions = field(default_factory=CesOptions)

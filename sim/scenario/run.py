@@ -40,13 +40,13 @@ LGBM_TRAIN_JOBS = 50_000  # most recent past jobs LightGBM is fitted on (keeps t
 HEARTBEAT_S = 0.5
 LADDER: tuple[str, ...] = ("oracle", "lightgbm", "history", "none")
 
-Progress = Callable[[float, str], None]
+ProgressCallback = Callable[[float, str], None]  # (fraction done, message)
 
 
 class _Reporter:
     """Forwards stage progress to the callback and repeats the last message on a heartbeat while work runs."""
 
-    def __init__(self, progress: Progress | None, heartbeat_s: float):
+    def __init__(self, progress: ProgressCallback | None, heartbeat_s: float):
         self.progress = progress
         self.heartbeat_s = heartbeat_s
         self.fraction, self.message = 0.0, "starting"
@@ -90,11 +90,6 @@ def _window(config: ScenarioConfig, jobs: pl.DataFrame) -> workload.Window:
         return workload.select_window(jobs, config.cluster, list(config.vcs) or None, start, end)
     except workload.WorkloadError as exc:
         raise ScenarioError(str(exc)) from exc
-
-
-def predictions(name: str, window: workload.Window, seed: int, noise_level: float = 1.0) -> np.ndarray:
-    """Predicted durations (s) of the window jobs; 'none' predicts one constant (no information)."""
-    return predictions_and_importance(name, window, seed, noise_level)[0]
 
 
 def predictions_and_importance(
@@ -171,7 +166,7 @@ def run_scenario(
     config: ScenarioConfig,
     jobs: pl.DataFrame,
     vc_gpus: pl.DataFrame,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     heartbeat_s: float = HEARTBEAT_S,
     keep_records: bool = True,
 ) -> ScenarioResult:
@@ -310,7 +305,7 @@ def _ladder(
     return pl.DataFrame(rows), importance
 
 
-def run_request(request: ScenarioRequest, progress: Progress | None = None) -> ScenarioResult:
+def run_request(request: ScenarioRequest, progress: ProgressCallback | None = None) -> ScenarioResult:
     """Run a scenario request on its opened dataset."""
     jobs, vc_gpus = request.inputs()
     return run_scenario(request.config, jobs, vc_gpus, progress)

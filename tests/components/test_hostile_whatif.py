@@ -11,7 +11,9 @@ from dash._utils import AttributeDict
 
 from components.server.settings import Settings
 from components.whatif import callbacks as cb
-from components.whatif.state import ENERGY_FIELDS, POLICY_FIELDS, default_form
+from components.whatif.state import default_form
+from sim.ces.energy import ENERGY_PARAMS
+from sim.ces.policy import POLICY_PARAMS
 
 HOSTILE = {
     "inject": "x' OR '1'='1'; DROP TABLE jobs; --",
@@ -54,8 +56,8 @@ def settings(tmp_path, write_small):
 
 
 def _click(form: dict, settings: Settings, policy_values=None, energy_values=None):
-    policy_values = policy_values or [None] * len(POLICY_FIELDS)
-    energy_values = energy_values or [None] * len(ENERGY_FIELDS)
+    policy_values = policy_values or [None] * len(POLICY_PARAMS)
+    energy_values = energy_values or [None] * len(ENERGY_PARAMS)
 
     def call():
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "whatif-run.n_clicks", "value": 1}]))
@@ -90,6 +92,6 @@ def test_a_hostile_form_field_is_refused_with_one_line(settings, field, kind):
 def test_hostile_ces_parameters_are_refused_with_one_line(settings, kind):
     form = default_form("helios-synth", "Earth", "2020-04-15", "2020-04-20")
     form.update({"policies": ["fifo"], "ces_enabled": True})
-    bad = [HOSTILE[kind]] * len(POLICY_FIELDS)
+    bad = [HOSTILE[kind]] * len(POLICY_PARAMS)
     _assert_refused(_click(form, settings, policy_values=bad))
-    _assert_refused(_click(form, settings, energy_values=[HOSTILE[kind]] * len(ENERGY_FIELDS)))
+    _assert_refused(_click(form, settings, energy_values=[HOSTILE[kind]] * len(ENERGY_PARAMS)))
