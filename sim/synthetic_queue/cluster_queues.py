@@ -17,6 +17,9 @@ one multi-node job cannot lock a user out, and a job alone always fits. When one
 jobs that each fit beside the running ones join the cluster queue together (they are not counted against each
 other, so for a while the user may run more than the quota). A job may count zero (its user runs it under another,
 unlimited QOS): it joins the cluster queue at once.
+
+Time is walked by the simulator's event loop (sim.engine.loop) and backfilling is its EASY backfill
+(sim.engine.backfill), with each VC as a site and the daily capacity over the head's run as the site's capacity.
 """
 
 from __future__ import annotations
@@ -26,14 +29,17 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from itertools import chain, repeat
 
 import numpy as np
 import polars as pl
 
+from sim.engine.backfill import NO_SITE, Reservation, Scope, backfill, reservation
+from sim.engine.loop import NEVER, drive
+
 DAY_S = 86_400
 BACKFILL_DEPTH = 256  # queue entries looked at behind the blocked head (like Slurm's bf_max_job_test)
 QUOTA_CAP_GPUS = 8  # a job counts at most this many GPUs against its user's quota
-_NEVER = 1 << 62
 _OUT_SCHEMA = {
     "job_id": pl.Int64,
     "cluster": pl.String,
@@ -41,7 +47,9 @@ _OUT_SCHEMA = {
     "end_time": pl.Datetime("us"),
     "queue": pl.Int64,
 }
-# place(j, t_s, among) -> VC index where job j starts now (among: VC indices to consider, None = all), or -1
+# place(j, t_s, among) -> VC index where job j starts now, or -1: one of fits[j] (only those in among unless among is
+# None), the first that holds j now in an order of preference fixed at t_s, so that leaving out a VC it did not choose
+# does not change its choice (EASY backfilling relies on this to keep a late job off the head's reserved VC)
 Placer = Callable[[int, int, Sequence[int] | None], int]
 
 
@@ -78,8 +86,8 @@ class VcState:
         self.ended: list[int] = []  # jobs finished since the owner last drained this list
 
     def next_end_s(self) -> int:
-        """Second of the next completion, or _NEVER."""
-        return self.done[0][0] if self.done else _NEVER
+        """Second of the next completion, or NEVER."""
+        return self.done[0][0] if self.done else NEVER
 
     def finish_until(self, t_s: int) -> None:
         """Complete every job ending at or before second t_s."""
@@ -103,15 +111,14 @@ class VcState:
         self.used += self.need[j]
         heapq.heappush(self.done, (t_s + self.dur_s[j], j))
 
-    def reservation(self, h: int) -> tuple[int, int]:
-        """When job h would fit as running jobs end (its shadow time) and the GPUs spare then."""
-        after = self.used
-        for end_s, j in sorted(self.done):
-            after -= self.need[j]
-            room = self.cap.min_over(end_s, end_s + self.dur_s[h]) - after - self.need[h]
-            if room >= 0:
-                return end_s, room
-        return _NEVER, 0
+    def reserve(self, h: int, site: int) -> Reservation:
+        """Job h's EASY reservation in this VC (numbered site), on the fewest GPUs over the days of its run."""
+        cap, dur_s = self.cap, self.dur_s[h]
+
+        def capacity_at(end_s: int) -> int:
+            return cap.min_over(end_s, end_s + dur_s)
+
+        return reservation(site, self.used, self.need[h], sorted(self.done), self.need, capacity_at)
 
 
 class ClusterQueues:
@@ -141,18 +148,30 @@ class ClusterQueues:
     def run(self, submit_s: list[int]) -> list[int]:
         """Submit every job (given in submit order) and run until all have ended; returns each job's VC (-1 if it
         never started); start seconds are written to the shared start list."""
-        for j, t in enumerate(submit_s):
-            self._advance(t)
-            self._submit(j, t)
-        self._advance(_NEVER - 1)
+        drive(submit_s, self._next_event_s, self._on_time)
         return self.vc
 
+    def _next_event_s(self) -> int:
+        """Second of the next completion (possibly stale) or, while jobs wait, midnight; NEVER if none."""
+        end_s = self.events[0][0] if self.events else NEVER
+        return min(end_s, (self.day + 1) * DAY_S) if self.queue else end_s
+
+    def _on_time(self, now_s: int, arrivals: range) -> None:
+        """Process the events at now_s, then submit the jobs arriving at now_s one by one, each followed by the events
+        it caused at now_s (a job of zero duration ends at once)."""
+        self._advance(now_s)
+        if arrivals:
+            self.day = max(self.day, now_s // DAY_S)
+        for j in arrivals:
+            self._submit(j, now_s)
+            self._advance(now_s)
+
     def _advance(self, t_s: int) -> None:
-        """Process completions and (while jobs wait) midnights up to and including second t_s."""
+        """Process completions and (while jobs wait) midnights up to and including second t_s, one at a time."""
         events = self.events
         while True:
-            end_s = events[0][0] if events else _NEVER
-            midnight = (self.day + 1) * DAY_S if self.queue else _NEVER
+            end_s = events[0][0] if events else NEVER
+            midnight = (self.day + 1) * DAY_S if self.queue else NEVER
             if min(end_s, midnight) > t_s:
                 break
             if midnight < end_s:
@@ -165,7 +184,6 @@ class ClusterQueues:
                 self.day = max(self.day, when // DAY_S)
                 self.vcs[v].finish_until(when)
                 self._release(when, [v])
-        self.day = max(self.day, t_s // DAY_S)
 
     def _submit(self, j: int, t_s: int) -> None:
         u = self.user[j]
@@ -208,34 +226,41 @@ class ClusterQueues:
             heapq.heappush(self.events, (self.vcs[v].next_end_s(), v))
 
     def _backfill(self, t_s: int, among: Sequence[int] | None, first: int, new_from: int, touched: list[int]) -> None:
-        queue, shadow, started = self.queue, None, []
-        for k in range(first, min(len(queue), 1 + BACKFILL_DEPTH)):
-            j = queue[k]
-            v = self.place(j, t_s, among if k < new_from else None)
-            if v < 0:
-                continue
-            if shadow is None:
-                shadow = self._head_reservation(queue[0])
-            rv, shadow_s, extra = shadow
-            if v == rv and t_s + self.dur_s[j] > shadow_s:
-                if self.need[j] <= extra:
-                    shadow = (rv, shadow_s, extra - self.need[j])
-                else:
-                    v = self.place(j, t_s, [w for w in (among if k < new_from else None) or self.fits[j] if w != rv])
-                    if v < 0:
-                        continue
-            self._start(j, v, t_s, touched)
-            started.append(k)
-        for k in reversed(started):
-            del queue[k]
+        """EASY backfilling (sim.engine.backfill) of the jobs at queue positions first .. BACKFILL_DEPTH behind the
+        blocked head, those before new_from only in the VCs among (None = all)."""
+        queue, place, fits = self.queue, self.place, self.fits
+        stop = min(len(queue), 1 + BACKFILL_DEPTH)
+        if first >= stop:
+            return
+        scoped = min(max(new_from, first), stop)
+        candidates = chain(zip(queue[first:scoped], repeat(among)), zip(queue[scoped:stop], repeat(None)))
+        n_touched = len(touched)
 
-    def _head_reservation(self, h: int) -> tuple[int, int, int]:
-        """(VC, shadow second, spare GPUs) of the head's earliest reservation over its allowed VCs."""
-        best = (-1, _NEVER, 0)
+        def reserve() -> Reservation:
+            return self._head_reservation(queue[0])
+
+        def could_start(j: int, scope: Scope) -> bool:
+            return place(j, t_s, scope) >= 0
+
+        def try_start(j: int, scope: Scope, avoid: int) -> int:
+            if avoid != NO_SITE:
+                scope = [w for w in (scope if scope is not None else fits[j]) if w != avoid]
+            v = place(j, t_s, scope)
+            if v >= 0:
+                self._start(j, v, t_s, touched)
+            return v
+
+        backfill(t_s, candidates, self.dur_s, self.need, reserve, try_start, could_start)
+        if len(touched) > n_touched:
+            queue[first:stop] = [j for j in queue[first:stop] if self.vc[j] < 0]
+
+    def _head_reservation(self, h: int) -> Reservation:
+        """The head's earliest reservation over its allowed VCs (the first of them on ties)."""
+        best = Reservation(NO_SITE, NEVER, 0)
         for v in self.fits[h]:
-            shadow_s, extra = self.vcs[v].reservation(h)
-            if shadow_s < best[1]:
-                best = (v, shadow_s, extra)
+            held = self.vcs[v].reserve(h, v)
+            if held.shadow_s < best.shadow_s:
+                best = held
         return best
 
     def _release(self, t_s: int, freed: list[int]) -> None:
