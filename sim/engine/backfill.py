@@ -4,7 +4,8 @@ The blocked head of the queue gets a reservation: the site (a VC; 0 in a one-VC 
 where it would start as the running jobs end, and the GPUs spare there then. Later jobs (the candidates) start now,
 in queue order, if they can without delaying it: a candidate that ends by the shadow time or needs no more than the
 spare GPUs may start anywhere (the spare shrinks when a late one starts on the reserved site); any other must avoid
-the reserved site.
+the reserved site, and is not placed at all when no other site is left to it (a one-VC run: a random placer then
+draws no random numbers for it).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from dataclasses import dataclass
 
 from sim.engine.loop import NEVER
 
-NO_SITE = -1  # a site index meaning none: nothing to avoid, or nowhere started
-Scope = Sequence[int] | None  # the sites a candidate may be tried in (None = all of its own)
+NO_SITE = -1  # a site index meaning none: no reservation, or not placed
+Scope = Sequence[int] | None  # the sites a candidate may be tried in (None = all of its own; empty = none)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Reservation:
     """Where and when the blocked head starts at the latest (its shadow second) and the GPUs spare there then."""
 
@@ -31,15 +32,17 @@ def reservation(
     site: int,
     used_gpus: int,
     head_gpus: int,
+    head_duration_s: int,
     running: Iterable[tuple[int, int]],
     gpus: Sequence[int],
-    capacity_at: Callable[[int], int],
+    capacity_over: Callable[[int, int], int],
 ) -> Reservation:
-    """The head's reservation on one site: after each completion of running (end second, job) in (end, job) order,
-    spare = capacity_at(end) - GPUs still in use - head GPUs; the first end where spare >= 0 is the shadow."""
+    """The head's reservation on one site: after each completion of the running (end second, job) in that order,
+    spare = capacity_over(end, end + head duration) - GPUs still in use - head GPUs; the first end where spare >= 0
+    is the shadow."""
     for end_s, j in running:
         used_gpus -= gpus[j]
-        spare = capacity_at(end_s) - used_gpus - head_gpus
+        spare = capacity_over(end_s, end_s + head_duration_s) - used_gpus - head_gpus
         if spare >= 0:
             return Reservation(site, end_s, spare)
     return Reservation(site, NEVER, 0)
@@ -48,22 +51,34 @@ def reservation(
 def backfill(
     now_s: int,
     candidates: Iterable[tuple[int, Scope]],
-    duration_s: Sequence[int],
     gpus: Sequence[int],
+    duration_s: Sequence[int],
     reserve: Callable[[], Reservation],
-    try_start: Callable[[int, Scope, int], int],
-    could_start: Callable[[int, Scope], bool] | None = None,
+    place: Callable[[int, int, Scope], int],
+    start: Callable[[int, int], None],
+    without: Callable[[int, Scope, int], Scope] | None,
+    lazy: bool = False,
 ) -> None:
-    """Start the candidates (job, scope) that EASY backfilling allows at now_s, in order, by
-    try_start(job, scope, site to avoid or NO_SITE) -> site started on or NO_SITE; the reservation comes from
-    reserve(), called once before anything starts (when could_start is given, only once a candidate could start)."""
+    """Start, in order, the candidates (job, scope) that EASY backfilling lets start at now_s: place(job, now_s, scope)
+    -> site or NO_SITE, start(job, site), without(job, scope, site) -> the scope less that site (None: no candidate has
+    another site), and reserve() called before anything starts (if lazy, only once a candidate could start)."""
     held: Reservation | None = None
     for j, scope in candidates:
         if held is None:
-            if could_start is not None and not could_start(j, scope):
+            if lazy and place(j, now_s, scope) < 0:
                 continue
             held = reserve()
-        late = now_s + duration_s[j] > held.shadow_s
-        site = try_start(j, scope, held.site if late and gpus[j] > held.spare_gpus else NO_SITE)
-        if late and site == held.site != NO_SITE:
-            held.spare_gpus -= gpus[j]
+            site_held, shadow_s, spare = held.site, held.shadow_s, held.spare_gpus
+        late = now_s + duration_s[j] > shadow_s
+        if late and gpus[j] > spare:
+            if without is None:
+                continue
+            scope = without(j, scope, site_held)
+            if not scope:
+                continue
+        site = place(j, now_s, scope)
+        if site < 0:
+            continue
+        if late and site == site_held:
+            spare -= gpus[j]
+        start(j, site)

@@ -7,15 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 NEVER = 1 << 62  # the second of an event that never comes
+_NO_ARRIVALS = range(0)
 
 
-def drive(arrival_s: Sequence[int], next_event_s: Callable[[], int], on_time: Callable[[int, range], None]) -> None:
-    """Call on_time(now_s, arrivals) at each second that is an arrival's (arrivals: positions of the consecutive
-    arrivals at now_s, empty if none) or the model's next own event, in time order, until neither is left (NEVER)."""
-    n, i = len(arrival_s), 0
+def drive(arrival_s: Sequence[int], on_time: Callable[[int, range], int]) -> None:
+    """Call on_time(now_s, arrivals) -> the model's next own event second (NEVER if none) at each second that is an
+    arrival's (arrivals: the positions in arrival_s of those at now_s, empty if none) or the model's next own event,
+    in time order, until neither is left (the model has no own event before its first arrival)."""
+    n, i, own_s = len(arrival_s), 0, NEVER
     while True:
         now_s = arrival_s[i] if i < n else NEVER
-        own_s = next_event_s()
         if own_s < now_s:
             now_s = own_s
         if now_s >= NEVER:
@@ -23,4 +24,4 @@ def drive(arrival_s: Sequence[int], next_event_s: Callable[[], int], on_time: Ca
         first = i
         while i < n and arrival_s[i] == now_s:
             i += 1
-        on_time(now_s, range(first, i))
+        own_s = on_time(now_s, range(first, i) if i > first else _NO_ARRIVALS)  # NOTE: no range built per event

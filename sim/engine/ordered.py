@@ -7,6 +7,7 @@ Time is walked by sim.engine.loop and backfilling is sim.engine.backfill's, as i
 from __future__ import annotations
 
 import heapq
+from itertools import repeat
 
 import numpy as np
 
@@ -31,13 +32,11 @@ class _Ordered:
         self.done: list[tuple[int, int]] = []  # heap of (end second, job) of the running jobs
         self.waiting: list[tuple] = []  # heap of queue keys (job last); jobs started by backfilling stay until popped
         self.now_s = 0
+        self.placed: Allocation | None = None  # the allocation found by the last _place
 
-    def next_event_s(self) -> int:
-        """Second of the next completion, or NEVER."""
-        return self.done[0][0] if self.done else NEVER
-
-    def on_time(self, now_s: int, positions: range) -> None:
-        """Release the jobs ending at now_s, queue the arrivals (order[positions]) and start what can start."""
+    def on_time(self, now_s: int, positions: range) -> int:
+        """Release the jobs ending at now_s, queue the arrivals (order[positions]) and start what can start; returns
+        the second of the next completion (NEVER if none)."""
         self.now_s = now_s
         done, nodes, out, waiting, policy, jobs = self.done, self.nodes, self.out, self.waiting, self.policy, self.jobs
         while done and done[0][0] == now_s:
@@ -52,6 +51,7 @@ class _Ordered:
         if self.depth is not None and waiting:
             self._backfill()
         out.sample(now_s, nodes.used_gpus, len(waiting))
+        return done[0][0] if done else NEVER
 
     def _start(self, j: int, alloc: Allocation) -> None:
         now_s, dur_s, out = self.now_s, self.dur_l[j], self.out
@@ -87,26 +87,27 @@ class _Ordered:
 
     def _backfill(self) -> None:
         """EASY backfilling behind the blocked head over the next `depth` waiting jobs not started yet."""
-        start_s = self.out.start_s
+        start_s, gpus, dur_s, free = self.out.start_s, self.gpu_l, self.dur_l, self.nodes.free_gpus
         keys = heapq.nsmallest(self.depth + 1, self.waiting)[1:]
-        candidates = ((key[-1], None) for key in keys if start_s[key[-1]] < 0)
-        backfill(self.now_s, candidates, self.dur_l, self.gpu_l, self._reservation, self._try_backfill)
+        # NOTE: jobs needing more GPUs than are free now cannot start in this pass (backfilling only takes GPUs), and
+        # every placer refuses them before drawing a random number: leaving them out saves a placer call each
+        candidates = zip([key[-1] for key in keys if start_s[key[-1]] < 0 and gpus[key[-1]] <= free], repeat(None))
+        backfill(self.now_s, candidates, gpus, dur_s, self._reservation, self._place, self._start_placed, None)
 
     def _reservation(self) -> Reservation:
         """The blocked head's reservation on the VC's constant capacity."""
-        nodes, head = self.nodes, self.waiting[0][-1]
+        nodes, gpus, head = self.nodes, self.gpu_l, self.waiting[0][-1]
         capacity = nodes.capacity_gpus
-        return reservation(_SITE, nodes.used_gpus, self.gpu_l[head], sorted(self.done), self.gpu_l, lambda _: capacity)
+        head_s, running = self.dur_l[head], sorted(self.done)
+        return reservation(_SITE, nodes.used_gpus, gpus[head], head_s, running, gpus, lambda start_s, end_s: capacity)
 
-    def _try_backfill(self, j: int, scope: Scope, avoid: int) -> int:
-        """Start job j if it may use the VC and the placer finds room (the placer is not asked when it may not)."""
-        if avoid == _SITE:
-            return NO_SITE
-        alloc = self.placer(self.nodes, self.gpu_l[j])
-        if alloc is None:
-            return NO_SITE
-        self._start(j, alloc)
-        return _SITE
+    def _place(self, j: int, now_s: int, scope: Scope) -> int:
+        """The VC's site if the placer finds room for job j (kept for _start_placed), else NO_SITE."""
+        self.placed = self.placer(self.nodes, self.gpu_l[j])
+        return NO_SITE if self.placed is None else _SITE
+
+    def _start_placed(self, j: int, site: int) -> None:
+        self._start(j, self.placed)
 
 
 def run_ordered(jobs: VCJobs, submit: np.ndarray, policy, placer, nodes: VCNodes, config: SimConfig) -> Outcome:
@@ -115,5 +116,5 @@ def run_ordered(jobs: VCJobs, submit: np.ndarray, policy, placer, nodes: VCNodes
     order = np.argsort(submit, kind="stable")[:n_real]
     depth = config.backfill_depth if config.backfill else None
     st = _Ordered(jobs, submit, order.tolist(), policy, placer, nodes, depth)
-    drive(submit[order].tolist(), st.next_event_s, st.on_time)
+    drive(submit[order].tolist(), st.on_time)
     return st.out

@@ -57,12 +57,9 @@ class _Preemptive:
         self.seq += 1
         return self.seq
 
-    def next_event_s(self) -> int:
-        """Tick of the next completion or key change (possibly stale), or NEVER."""
-        return self.events[0][0] if self.events else NEVER
-
-    def on_time(self, now: int, positions: range) -> None:
-        """The artifact's tick at now: release and re-key, queue the arrivals (order[positions]), walk, act."""
+    def on_time(self, now: int, positions: range) -> int:
+        """The artifact's tick at now (release and re-key, queue the arrivals order[positions], walk, act); returns the
+        tick of the next completion or key change (possibly stale; NEVER if none)."""
         self.pop_events(now)
         for j in self.order[positions.start : positions.stop]:
             self.enqueue(j)
@@ -72,6 +69,7 @@ class _Preemptive:
         for j in prerun:
             self.try_start(j, now)
         self.out.sample(now, self.nodes.used_gpus, len(self.waiting))
+        return self.events[0][0] if self.events else NEVER
 
     def attained_at(self, j: int, now: int) -> int:
         """GPU-seconds of service of job j up to tick now."""
@@ -219,5 +217,5 @@ def run_preemptive(jobs: VCJobs, submit: np.ndarray, policy, placer, nodes: VCNo
     n_real = int(np.count_nonzero(submit != NEVER))
     order = np.argsort(submit, kind="stable")[:n_real]
     st = _Preemptive(jobs, submit, order.tolist(), policy, placer, nodes)
-    drive(submit[order].tolist(), st.next_event_s, st.on_time)
+    drive(submit[order].tolist(), st.on_time)
     return st.out

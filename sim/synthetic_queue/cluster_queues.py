@@ -29,7 +29,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 
 import numpy as np
 import polars as pl
@@ -113,12 +113,8 @@ class VcState:
 
     def reserve(self, h: int, site: int) -> Reservation:
         """Job h's EASY reservation in this VC (numbered site), on the fewest GPUs over the days of its run."""
-        cap, dur_s = self.cap, self.dur_s[h]
-
-        def capacity_at(end_s: int) -> int:
-            return cap.min_over(end_s, end_s + dur_s)
-
-        return reservation(site, self.used, self.need[h], sorted(self.done), self.need, capacity_at)
+        need = self.need
+        return reservation(site, self.used, need[h], self.dur_s[h], sorted(self.done), need, self.cap.min_over)
 
 
 class ClusterQueues:
@@ -148,42 +144,35 @@ class ClusterQueues:
     def run(self, submit_s: list[int]) -> list[int]:
         """Submit every job (given in submit order) and run until all have ended; returns each job's VC (-1 if it
         never started); start seconds are written to the shared start list."""
-        drive(submit_s, self._next_event_s, self._on_time)
+        drive(submit_s, self._on_time)
         return self.vc
 
-    def _next_event_s(self) -> int:
-        """Second of the next completion (possibly stale) or, while jobs wait, midnight; NEVER if none."""
-        end_s = self.events[0][0] if self.events else NEVER
-        return min(end_s, (self.day + 1) * DAY_S) if self.queue else end_s
-
-    def _on_time(self, now_s: int, arrivals: range) -> None:
-        """Process the events at now_s, then submit the jobs arriving at now_s one by one, each followed by the events
-        it caused at now_s (a job of zero duration ends at once)."""
-        self._advance(now_s)
-        if arrivals:
-            self.day = max(self.day, now_s // DAY_S)
-        for j in arrivals:
-            self._submit(j, now_s)
-            self._advance(now_s)
-
-    def _advance(self, t_s: int) -> None:
-        """Process completions and (while jobs wait) midnights up to and including second t_s, one at a time."""
-        events = self.events
+    def _on_time(self, now_s: int, arrivals: range) -> int:
+        """Before each job arriving at now_s (submitted in order) and after the last, process the completions and
+        (while jobs wait) midnights up to now_s one at a time, so that a job of zero duration ends before the next
+        arrives; returns the second of the next event: a completion (possibly stale) or, while jobs wait, midnight."""
+        events, j = self.events, arrivals.start
         while True:
             end_s = events[0][0] if events else NEVER
             midnight = (self.day + 1) * DAY_S if self.queue else NEVER
-            if min(end_s, midnight) > t_s:
-                break
-            if midnight < end_s:
-                self.day = midnight // DAY_S
-                self._drop_hopeless(midnight)
-                self._pass(midnight, None)
+            next_s = midnight if midnight < end_s else end_s  # NOTE: cheaper than min() once per event
+            if next_s <= now_s:
+                if midnight < end_s:
+                    self.day = midnight // DAY_S
+                    self._drop_hopeless(midnight)
+                    self._pass(midnight, None)
+                    continue
+                when, v = heapq.heappop(events)
+                if self.vcs[v].next_end_s() == when:
+                    self.day = max(self.day, when // DAY_S)
+                    self.vcs[v].finish_until(when)
+                    self._release(when, [v])
                 continue
-            when, v = heapq.heappop(events)
-            if self.vcs[v].next_end_s() == when:
-                self.day = max(self.day, when // DAY_S)
-                self.vcs[v].finish_until(when)
-                self._release(when, [v])
+            if j == arrivals.stop:
+                return next_s
+            self.day = max(self.day, now_s // DAY_S)
+            self._submit(j, now_s)
+            j += 1
 
     def _submit(self, j: int, t_s: int) -> None:
         u = self.user[j]
@@ -228,31 +217,27 @@ class ClusterQueues:
     def _backfill(self, t_s: int, among: Sequence[int] | None, first: int, new_from: int, touched: list[int]) -> None:
         """EASY backfilling (sim.engine.backfill) of the jobs at queue positions first .. BACKFILL_DEPTH behind the
         blocked head, those before new_from only in the VCs among (None = all)."""
-        queue, place, fits = self.queue, self.place, self.fits
+        queue = self.queue
         stop = min(len(queue), 1 + BACKFILL_DEPTH)
         if first >= stop:
             return
         scoped = min(max(new_from, first), stop)
-        candidates = chain(zip(queue[first:scoped], repeat(among)), zip(queue[scoped:stop], repeat(None)))
+        candidates = zip(islice(queue, first, stop), chain(repeat(among, scoped - first), repeat(None)), strict=False)
         n_touched = len(touched)
 
         def reserve() -> Reservation:
             return self._head_reservation(queue[0])
 
-        def could_start(j: int, scope: Scope) -> bool:
-            return place(j, t_s, scope) >= 0
+        def start(j: int, v: int) -> None:
+            self._start(j, v, t_s, touched)
 
-        def try_start(j: int, scope: Scope, avoid: int) -> int:
-            if avoid != NO_SITE:
-                scope = [w for w in (scope if scope is not None else fits[j]) if w != avoid]
-            v = place(j, t_s, scope)
-            if v >= 0:
-                self._start(j, v, t_s, touched)
-            return v
-
-        backfill(t_s, candidates, self.dur_s, self.need, reserve, try_start, could_start)
+        backfill(t_s, candidates, self.need, self.dur_s, reserve, self.place, start, self._without, lazy=True)
         if len(touched) > n_touched:
             queue[first:stop] = [j for j in queue[first:stop] if self.vc[j] < 0]
+
+    def _without(self, j: int, scope: Scope, v: int) -> list[int]:
+        """The VCs of scope (None = all of job j's) other than v."""
+        return [w for w in (scope if scope is not None else self.fits[j]) if w != v]
 
     def _head_reservation(self, h: int) -> Reservation:
         """The head's earliest reservation over its allowed VCs (the first of them on ties)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim import engine
+from sim import engine, placers
+from sim.cluster import VCNodes
 from sim.engine.backfill import NO_SITE, Reservation, backfill, reservation
 from sim.engine.loop import NEVER
 from sim.model import SimConfig, Workload
@@ -14,61 +15,71 @@ GPUS = [4, 4, 6, 2]  # GPUs of jobs 0..3
 
 def test_the_shadow_is_the_first_end_after_which_the_head_fits_and_the_spare_is_what_is_left():
     # 8 GPUs, all used by jobs 0 and 1 (ending at 10 and 20); the 6-GPU head fits once both have ended
-    held = reservation(0, 8, GPUS[2], [(10, 0), (20, 1)], GPUS, lambda end_s: 8)
+    held = reservation(0, 8, GPUS[2], 30, [(10, 0), (20, 1)], GPUS, lambda start_s, end_s: 8)
     assert held == Reservation(0, 20, 2)
 
 
-def test_the_capacity_at_each_end_counts():
-    # capacity 12 from second 10 on: the head fits as soon as job 0 ends
-    held = reservation(1, 8, GPUS[2], [(10, 0), (20, 1)], GPUS, lambda end_s: 8 if end_s < 10 else 12)
-    assert held == Reservation(1, 10, 2)
+def test_the_capacity_over_the_heads_run_counts():
+    # 12 GPUs on [0, 35), 8 from 35: the head (30 s) fits after job 0 ends at 10 only if it would end before 35
+    def capacity_over(start_s, end_s):
+        return 12 if end_s < 35 else 8
+
+    assert reservation(1, 8, GPUS[2], 20, [(10, 0), (20, 1)], GPUS, capacity_over) == Reservation(1, 10, 2)
+    assert reservation(1, 8, GPUS[2], 30, [(10, 0), (20, 1)], GPUS, capacity_over) == Reservation(1, 20, 2)
 
 
 def test_a_head_that_never_fits_has_no_shadow():
-    assert reservation(0, 8, 16, [(10, 0), (20, 1)], GPUS, lambda end_s: 8) == Reservation(0, NEVER, 0)
+    assert reservation(0, 8, 16, 5, [(10, 0), (20, 1)], GPUS, lambda start_s, end_s: 8) == Reservation(0, NEVER, 0)
 
 
 class Sites:
-    """Two sites; try_start records its calls and starts each job on the first site it may use."""
+    """Two sites 0 and 1; a job is placed on the first site of its scope (both if None) and calls are recorded."""
 
-    def __init__(self, held):
-        self.held, self.calls, self.started = held, [], []
+    def __init__(self, held, room=(0, 1)):
+        self.held, self.room, self.calls, self.started = held, room, [], []
 
     def reserve(self):
         self.calls.append("reserve")
         return self.held
 
-    def try_start(self, j, scope, avoid):
-        self.calls.append((j, avoid))
-        site = next(s for s in (scope if scope is not None else (0, 1)) if s != avoid)
+    def place(self, j, now_s, scope):
+        self.calls.append((j, None if scope is None else tuple(scope)))
+        return next((s for s in (scope if scope is not None else (0, 1)) if s in self.room), NO_SITE)
+
+    def start(self, j, site):
         self.started.append((j, site))
-        return site
+
+    def without(self, j, scope, site):
+        return [s for s in (scope if scope is not None else (0, 1)) if s != site]
+
+    def backfill(self, now_s, candidates, gpus, duration_s, lazy=False):
+        backfill(now_s, candidates, gpus, duration_s, self.reserve, self.place, self.start, self.without, lazy)
 
 
 def test_a_late_job_needing_more_than_the_spare_avoids_the_reserved_site_and_one_within_it_shrinks_it():
     # head reserved on site 0 at second 100 with 2 GPUs spare; now = 0
     sites = Sites(Reservation(0, 100, 2))
-    dur_s = [50, 500, 500, 500]
-    gpus = [8, 4, 2, 1]
-    backfill(0, [(0, None), (1, None), (2, None), (3, None)], dur_s, gpus, sites.reserve, sites.try_start)
+    sites.backfill(0, [(0, None), (1, None), (2, None), (3, None)], [8, 4, 2, 1], [50, 500, 500, 500])
     # job 0 ends in time: anywhere; job 1 is late and too big: not on site 0; job 2 fits the spare: site 0 allowed,
     # spare now 0; job 3 (1 GPU) is then too big for the spare
-    assert sites.calls == ["reserve", (0, NO_SITE), (1, 0), (2, NO_SITE), (3, 0)]
+    assert sites.calls == ["reserve", (0, None), (1, (1,)), (2, None), (3, (1,))]
     assert sites.started == [(0, 0), (1, 1), (2, 0), (3, 1)]
-    assert sites.held.spare_gpus == 0
 
 
-def test_a_late_job_started_off_the_reserved_site_leaves_the_spare_alone():
+def test_a_late_job_started_off_the_reserved_site_leaves_the_spare_alone_and_one_with_no_site_left_is_not_placed():
+    # all late; job 0 (2 GPUs) starts on site 1, so job 2 (2 GPUs) may still take the spare on site 0, and job 3
+    # (1 GPU) may not; job 1 (4 GPUs, site 0 only) is not placed at all
     sites = Sites(Reservation(0, 100, 2))
-    backfill(0, [(0, [1]), (1, None)], [500, 500], [2, 2], sites.reserve, sites.try_start)
-    assert sites.started == [(0, 1), (1, 0)]
-    assert sites.held.spare_gpus == 0
+    sites.backfill(0, [(0, [1]), (1, [0]), (2, None), (3, None)], [2, 4, 2, 1], [500, 500, 500, 500])
+    assert sites.calls == ["reserve", (0, (1,)), (2, None), (3, (1,))]
+    assert sites.started == [(0, 1), (2, 0), (3, 1)]
 
 
-def test_the_reservation_is_made_only_once_a_candidate_could_start():
-    sites = Sites(Reservation(0, 100, 0))
-    backfill(0, [(0, None), (1, None)], [5, 5], [1, 1], sites.reserve, sites.try_start, lambda j, scope: j == 1)
-    assert sites.calls == ["reserve", (1, NO_SITE)]
+def test_a_lazy_reservation_is_made_only_once_a_candidate_could_start():
+    sites = Sites(Reservation(0, 100, 0), room=(1,))
+    sites.backfill(0, [(0, [0]), (1, None)], [1, 1], [5, 5], lazy=True)
+    assert sites.calls == [(0, (0,)), (1, None), "reserve", (1, None)]
+    assert sites.started == [(1, 1)]
 
 
 def test_engine_backfill_uses_the_spare_gpus_and_keeps_late_jobs_off_the_reserved_vc():
@@ -89,3 +100,15 @@ def test_engine_backfill_uses_the_spare_gpus_and_keeps_late_jobs_off_the_reserve
     )
     assert engine.run(SimConfig(policy="fifo", backfill=True), w).vcs["vc"].start_s.tolist() == [0, 100, 2, 110, 4]
     assert engine.run(SimConfig(policy="fifo"), w).vcs["vc"].start_s.tolist() == [0, 100, 100, 110, 110]
+
+
+def test_every_placer_refuses_more_gpus_than_are_free_without_drawing_a_random_number():
+    # the engine's backfilling leaves such jobs out instead of asking the placer
+    vc = VCNodes(2, 8)
+    vc.allocate(((0, 8), (1, 4)))
+    for name in placers.PLACERS:
+        placer = placers.get(name, seed=1)
+        rng = getattr(placer, "rng", None)
+        state = rng.bit_generator.state if rng is not None else None
+        assert placer(vc, 5) is None
+        assert (rng.bit_generator.state if rng is not None else None) == state
