@@ -15,13 +15,15 @@ def drive(arrival_s: Sequence[int], on_time: Callable[[int, range], int]) -> Non
     arrival's (arrivals: the positions in arrival_s of those at now_s, empty if none) or the model's next own event,
     in time order, until neither is left (the model has no own event before its first arrival)."""
     n, i, own_s = len(arrival_s), 0, NEVER
+    next_s = arrival_s[0] if n else NEVER  # the next arrival's second
     while True:
-        now_s = arrival_s[i] if i < n else NEVER
-        if own_s < now_s:
-            now_s = own_s
-        if now_s >= NEVER:
+        if own_s < next_s:
+            own_s = on_time(own_s, _NO_ARRIVALS)  # NOTE: the cheapest path, for the many seconds with no arrival
+            continue
+        if next_s >= NEVER:
             return
-        first = i
+        first, now_s = i, next_s
         while i < n and arrival_s[i] == now_s:
             i += 1
-        own_s = on_time(now_s, range(first, i) if i > first else _NO_ARRIVALS)  # NOTE: no range built per event
+        next_s = arrival_s[i] if i < n else NEVER
+        own_s = on_time(now_s, range(first, i))

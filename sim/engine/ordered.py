@@ -92,7 +92,7 @@ class _Ordered:
         # NOTE: jobs needing more GPUs than are free now cannot start in this pass (backfilling only takes GPUs), and
         # every placer refuses them before drawing a random number: leaving them out saves a placer call each
         candidates = zip([key[-1] for key in keys if start_s[key[-1]] < 0 and gpus[key[-1]] <= free], repeat(None))
-        backfill(self.now_s, candidates, gpus, dur_s, self._reservation, self._place, self._start_placed, None)
+        backfill(self.now_s, candidates, gpus, dur_s, self._reservation, self._place, self._start_placed, _without)
 
     def _reservation(self) -> Reservation:
         """The blocked head's reservation on the VC's constant capacity."""
@@ -106,8 +106,13 @@ class _Ordered:
         self.placed = self.placer(self.nodes, self.gpu_l[j])
         return NO_SITE if self.placed is None else _SITE
 
-    def _start_placed(self, j: int, site: int) -> None:
+    def _start_placed(self, j: int, now_s: int, site: int) -> None:
         self._start(j, self.placed)
+
+
+def _without(j: int, scope: Scope, site: int) -> Scope:
+    """No site is left to a job kept off the VC's one site."""
+    return ()
 
 
 def run_ordered(jobs: VCJobs, submit: np.ndarray, policy, placer, nodes: VCNodes, config: SimConfig) -> Outcome:

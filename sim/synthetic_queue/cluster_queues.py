@@ -29,7 +29,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from itertools import chain, islice, repeat
+from itertools import chain, repeat
 
 import numpy as np
 import polars as pl
@@ -40,6 +40,7 @@ from sim.engine.loop import NEVER, drive
 DAY_S = 86_400
 BACKFILL_DEPTH = 256  # queue entries looked at behind the blocked head (like Slurm's bf_max_job_test)
 QUOTA_CAP_GPUS = 8  # a job counts at most this many GPUs against its user's quota
+_UNRESERVED = Reservation(NO_SITE, NEVER, 0)
 _OUT_SCHEMA = {
     "job_id": pl.Int64,
     "cluster": pl.String,
@@ -193,11 +194,10 @@ class ClusterQueues:
     def _drop_hopeless(self, t_s: int) -> None:
         self.queue = [j for j in self.queue if self._hopeful(j, t_s)]
 
-    def _start(self, j: int, v: int, t_s: int, touched: list[int]) -> None:
+    def _start(self, j: int, t_s: int, v: int) -> None:
         self.in_use[self.user[j]] += self.units[j]
         self.vc[j] = v
         self.vcs[v].run(j, t_s)
-        touched.append(v)
 
     def _pass(self, t_s: int, among: Sequence[int] | None, first: int = 1, new_from: int = 0) -> None:
         """Start queued jobs at t_s: heads in order while they fit anywhere, then backfill from position `first`;
@@ -205,7 +205,8 @@ class ClusterQueues:
         queue, touched = self.queue, []
         k = 0
         while k < len(queue) and (v := self.place(queue[k], t_s, None)) >= 0:
-            self._start(queue[k], v, t_s, touched)
+            self._start(queue[k], t_s, v)
+            touched.append(v)
             k += 1
         del queue[:k]
         if queue:
@@ -221,32 +222,27 @@ class ClusterQueues:
         stop = min(len(queue), 1 + BACKFILL_DEPTH)
         if first >= stop:
             return
-        scoped = min(max(new_from, first), stop)
-        candidates = zip(islice(queue, first, stop), chain(repeat(among, scoped - first), repeat(None)), strict=False)
-        n_touched = len(touched)
+        scopes = repeat(None) if among is None else chain(repeat(among, min(new_from, stop) - first), repeat(None))
+        candidates = zip(queue[first:stop], scopes, strict=False)
+        started = backfill(
+            t_s, candidates, self.need, self.dur_s, self._reserve, self.place, self._start, self._without, True
+        )
+        for j in started:
+            touched.append(self.vc[j])
+            del queue[queue.index(j, first)]  # NOTE: a scan in C; few jobs start per pass
 
-        def reserve() -> Reservation:
-            return self._head_reservation(queue[0])
-
-        def start(j: int, v: int) -> None:
-            self._start(j, v, t_s, touched)
-
-        backfill(t_s, candidates, self.need, self.dur_s, reserve, self.place, start, self._without, lazy=True)
-        if len(touched) > n_touched:
-            queue[first:stop] = [j for j in queue[first:stop] if self.vc[j] < 0]
-
-    def _without(self, j: int, scope: Scope, v: int) -> list[int]:
-        """The VCs of scope (None = all of job j's) other than v."""
-        return [w for w in (scope if scope is not None else self.fits[j]) if w != v]
-
-    def _head_reservation(self, h: int) -> Reservation:
+    def _reserve(self) -> Reservation:
         """The head's earliest reservation over its allowed VCs (the first of them on ties)."""
-        best = Reservation(NO_SITE, NEVER, 0)
+        h, best = self.queue[0], _UNRESERVED
         for v in self.fits[h]:
             held = self.vcs[v].reserve(h, v)
             if held.shadow_s < best.shadow_s:
                 best = held
         return best
+
+    def _without(self, j: int, scope: Scope, v: int) -> list[int]:
+        """The VCs of scope (None = all of job j's) other than v."""
+        return [w for w in (scope if scope is not None else self.fits[j]) if w != v]
 
     def _release(self, t_s: int, freed: list[int]) -> None:
         """Return the quota of jobs that ended in the VCs freed, queue held jobs that now fit, and start jobs."""

@@ -46,14 +46,15 @@ class Sites:
         self.calls.append((j, None if scope is None else tuple(scope)))
         return next((s for s in (scope if scope is not None else (0, 1)) if s in self.room), NO_SITE)
 
-    def start(self, j, site):
+    def start(self, j, now_s, site):
         self.started.append((j, site))
 
     def without(self, j, scope, site):
         return [s for s in (scope if scope is not None else (0, 1)) if s != site]
 
     def backfill(self, now_s, candidates, gpus, duration_s, lazy=False):
-        backfill(now_s, candidates, gpus, duration_s, self.reserve, self.place, self.start, self.without, lazy)
+        sites = self.reserve, self.place, self.start, self.without
+        assert backfill(now_s, candidates, gpus, duration_s, *sites, lazy) == [j for j, _ in self.started]
 
 
 def test_a_late_job_needing_more_than_the_spare_avoids_the_reserved_site_and_one_within_it_shrinks_it():
@@ -75,11 +76,18 @@ def test_a_late_job_started_off_the_reserved_site_leaves_the_spare_alone_and_one
     assert sites.started == [(0, 1), (2, 0), (3, 1)]
 
 
-def test_a_lazy_reservation_is_made_only_once_a_candidate_could_start():
+def test_a_lazy_reservation_is_made_only_once_a_candidate_is_placed_and_keeps_its_placement():
     sites = Sites(Reservation(0, 100, 0), room=(1,))
     sites.backfill(0, [(0, [0]), (1, None)], [1, 1], [5, 5], lazy=True)
-    assert sites.calls == [(0, (0,)), (1, None), "reserve", (1, None)]
+    assert sites.calls == [(0, (0,)), (1, None), "reserve"]
     assert sites.started == [(1, 1)]
+
+
+def test_a_lazily_placed_late_job_on_the_reserved_site_is_placed_again_without_it():
+    sites = Sites(Reservation(0, 100, 0))
+    sites.backfill(0, [(0, None), (1, None)], [2, 2], [500, 50], lazy=True)
+    assert sites.calls == [(0, None), "reserve", (0, (1,)), (1, None)]
+    assert sites.started == [(0, 1), (1, 0)]
 
 
 def test_engine_backfill_uses_the_spare_gpus_and_keeps_late_jobs_off_the_reserved_vc():
