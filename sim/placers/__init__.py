@@ -2,7 +2,8 @@
 
 `consolidate` and `first-fit` are the artifact's `consolidate` and (misnamed) `random` placers, with its exact tie
 rules (spec §4, §4.1.2); `random` is a truly random, seeded placer. A placer never changes the nodes: the caller
-allocates the returned allocation.
+allocates the returned allocation. Each refuses a job needing more GPUs than are free before anything else (the
+engine's backfilling relies on it: such a job is not offered, and a random placer must not draw for it).
 """
 
 from __future__ import annotations

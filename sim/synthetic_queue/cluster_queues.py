@@ -17,6 +17,9 @@ one multi-node job cannot lock a user out, and a job alone always fits. When one
 jobs that each fit beside the running ones join the cluster queue together (they are not counted against each
 other, so for a while the user may run more than the quota). A job may count zero (its user runs it under another,
 unlimited QOS): it joins the cluster queue at once.
+
+Time is walked by the simulator's event loop (sim.engine.loop) and backfilling is its EASY backfill
+(sim.engine.backfill), with each VC as a site and the daily capacity over the head's run as the site's capacity.
 """
 
 from __future__ import annotations
@@ -26,14 +29,18 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from itertools import chain, repeat
 
 import numpy as np
 import polars as pl
 
+from sim.engine.backfill import NO_SITE, Reservation, Scope, backfill, reservation
+from sim.engine.loop import NEVER, drive
+
 DAY_S = 86_400
 BACKFILL_DEPTH = 256  # queue entries looked at behind the blocked head (like Slurm's bf_max_job_test)
 QUOTA_CAP_GPUS = 8  # a job counts at most this many GPUs against its user's quota
-_NEVER = 1 << 62
+_UNRESERVED = Reservation(NO_SITE, NEVER, 0)
 _OUT_SCHEMA = {
     "job_id": pl.Int64,
     "cluster": pl.String,
@@ -41,7 +48,9 @@ _OUT_SCHEMA = {
     "end_time": pl.Datetime("us"),
     "queue": pl.Int64,
 }
-# place(j, t_s, among) -> VC index where job j starts now (among: VC indices to consider, None = all), or -1
+# place(j, t_s, among) -> VC index where job j starts now, or -1: one of fits[j] (only those in among unless among is
+# None), the first that holds j now in an order of preference fixed at t_s, so that leaving out a VC it did not choose
+# does not change its choice (EASY backfilling relies on this to keep a late job off the head's reserved VC)
 Placer = Callable[[int, int, Sequence[int] | None], int]
 
 
@@ -60,7 +69,9 @@ class DailyCapacity:
 
     def min_over(self, start_s: int, end_s: int) -> int:
         """Smallest capacity over the days of [start_s, end_s]."""
-        d0, d1 = self.day(start_s), self.day(end_s)
+        d0, d1, last = start_s // DAY_S, end_s // DAY_S, self.last  # NOTE: day() inlined, for the hottest call here
+        d0 = d0 if 0 <= d0 <= last else (0 if d0 < 0 else last)
+        d1 = d1 if 0 <= d1 <= last else (0 if d1 < 0 else last)
         return self.gpus[d0] if d0 == d1 else min(self.gpus[d0 : d1 + 1])
 
     def ever_fits(self, gpus: int, t_s: int) -> bool:
@@ -78,8 +89,8 @@ class VcState:
         self.ended: list[int] = []  # jobs finished since the owner last drained this list
 
     def next_end_s(self) -> int:
-        """Second of the next completion, or _NEVER."""
-        return self.done[0][0] if self.done else _NEVER
+        """Second of the next completion, or NEVER."""
+        return self.done[0][0] if self.done else NEVER
 
     def finish_until(self, t_s: int) -> None:
         """Complete every job ending at or before second t_s."""
@@ -103,15 +114,10 @@ class VcState:
         self.used += self.need[j]
         heapq.heappush(self.done, (t_s + self.dur_s[j], j))
 
-    def reservation(self, h: int) -> tuple[int, int]:
-        """When job h would fit as running jobs end (its shadow time) and the GPUs spare then."""
-        after = self.used
-        for end_s, j in sorted(self.done):
-            after -= self.need[j]
-            room = self.cap.min_over(end_s, end_s + self.dur_s[h]) - after - self.need[h]
-            if room >= 0:
-                return end_s, room
-        return _NEVER, 0
+    def reserve(self, h: int, site: int) -> Reservation:
+        """Job h's EASY reservation in this VC (numbered site), on the fewest GPUs over the days of its run."""
+        need = self.need
+        return reservation(site, self.used, need[h], self.dur_s[h], sorted(self.done), need, self.cap.min_over)
 
 
 class ClusterQueues:
@@ -141,31 +147,35 @@ class ClusterQueues:
     def run(self, submit_s: list[int]) -> list[int]:
         """Submit every job (given in submit order) and run until all have ended; returns each job's VC (-1 if it
         never started); start seconds are written to the shared start list."""
-        for j, t in enumerate(submit_s):
-            self._advance(t)
-            self._submit(j, t)
-        self._advance(_NEVER - 1)
+        drive(submit_s, self._on_time)
         return self.vc
 
-    def _advance(self, t_s: int) -> None:
-        """Process completions and (while jobs wait) midnights up to and including second t_s."""
-        events = self.events
+    def _on_time(self, now_s: int, arrivals: range) -> int:
+        """Before each job arriving at now_s (submitted in order) and after the last, process the completions and
+        (while jobs wait) midnights up to now_s one at a time, so that a job of zero duration ends before the next
+        arrives; returns the second of the next event: a completion (possibly stale) or, while jobs wait, midnight."""
+        events, j = self.events, arrivals.start
         while True:
-            end_s = events[0][0] if events else _NEVER
-            midnight = (self.day + 1) * DAY_S if self.queue else _NEVER
-            if min(end_s, midnight) > t_s:
-                break
-            if midnight < end_s:
-                self.day = midnight // DAY_S
-                self._drop_hopeless(midnight)
-                self._pass(midnight, None)
+            end_s = events[0][0] if events else NEVER
+            midnight = (self.day + 1) * DAY_S if self.queue else NEVER
+            next_s = midnight if midnight < end_s else end_s  # NOTE: cheaper than min() once per event
+            if next_s <= now_s:
+                if midnight < end_s:
+                    self.day = midnight // DAY_S
+                    self._drop_hopeless(midnight)
+                    self._pass(midnight, None)
+                    continue
+                when, v = heapq.heappop(events)
+                if self.vcs[v].next_end_s() == when:
+                    self.day = max(self.day, when // DAY_S)
+                    self.vcs[v].finish_until(when)
+                    self._release(when, [v])
                 continue
-            when, v = heapq.heappop(events)
-            if self.vcs[v].next_end_s() == when:
-                self.day = max(self.day, when // DAY_S)
-                self.vcs[v].finish_until(when)
-                self._release(when, [v])
-        self.day = max(self.day, t_s // DAY_S)
+            if j == arrivals.stop:
+                return next_s
+            self.day = max(self.day, now_s // DAY_S)
+            self._submit(j, now_s)
+            j += 1
 
     def _submit(self, j: int, t_s: int) -> None:
         u = self.user[j]
@@ -186,11 +196,10 @@ class ClusterQueues:
     def _drop_hopeless(self, t_s: int) -> None:
         self.queue = [j for j in self.queue if self._hopeful(j, t_s)]
 
-    def _start(self, j: int, v: int, t_s: int, touched: list[int]) -> None:
+    def _start(self, j: int, t_s: int, v: int) -> None:
         self.in_use[self.user[j]] += self.units[j]
         self.vc[j] = v
         self.vcs[v].run(j, t_s)
-        touched.append(v)
 
     def _pass(self, t_s: int, among: Sequence[int] | None, first: int = 1, new_from: int = 0) -> None:
         """Start queued jobs at t_s: heads in order while they fit anywhere, then backfill from position `first`;
@@ -198,7 +207,8 @@ class ClusterQueues:
         queue, touched = self.queue, []
         k = 0
         while k < len(queue) and (v := self.place(queue[k], t_s, None)) >= 0:
-            self._start(queue[k], v, t_s, touched)
+            self._start(queue[k], t_s, v)
+            touched.append(v)
             k += 1
         del queue[:k]
         if queue:
@@ -208,35 +218,33 @@ class ClusterQueues:
             heapq.heappush(self.events, (self.vcs[v].next_end_s(), v))
 
     def _backfill(self, t_s: int, among: Sequence[int] | None, first: int, new_from: int, touched: list[int]) -> None:
-        queue, shadow, started = self.queue, None, []
-        for k in range(first, min(len(queue), 1 + BACKFILL_DEPTH)):
-            j = queue[k]
-            v = self.place(j, t_s, among if k < new_from else None)
-            if v < 0:
-                continue
-            if shadow is None:
-                shadow = self._head_reservation(queue[0])
-            rv, shadow_s, extra = shadow
-            if v == rv and t_s + self.dur_s[j] > shadow_s:
-                if self.need[j] <= extra:
-                    shadow = (rv, shadow_s, extra - self.need[j])
-                else:
-                    v = self.place(j, t_s, [w for w in (among if k < new_from else None) or self.fits[j] if w != rv])
-                    if v < 0:
-                        continue
-            self._start(j, v, t_s, touched)
-            started.append(k)
-        for k in reversed(started):
-            del queue[k]
+        """EASY backfilling (sim.engine.backfill) of the jobs at queue positions first .. BACKFILL_DEPTH behind the
+        blocked head, those before new_from only in the VCs among (None = all)."""
+        queue = self.queue
+        stop = min(len(queue), 1 + BACKFILL_DEPTH)
+        if first >= stop:
+            return
+        scopes = repeat(None) if among is None else chain(repeat(among, min(new_from, stop) - first), repeat(None))
+        candidates = zip(queue[first:stop], scopes, strict=False)
+        started = backfill(
+            t_s, candidates, self.need, self.dur_s, self._reserve, self.place, self._start, self._without, True
+        )
+        for j in started:
+            touched.append(self.vc[j])
+            del queue[queue.index(j, first)]  # NOTE: a scan in C; few jobs start per pass
 
-    def _head_reservation(self, h: int) -> tuple[int, int, int]:
-        """(VC, shadow second, spare GPUs) of the head's earliest reservation over its allowed VCs."""
-        best = (-1, _NEVER, 0)
+    def _reserve(self) -> Reservation:
+        """The head's earliest reservation over its allowed VCs (the first of them on ties)."""
+        h, best = self.queue[0], _UNRESERVED
         for v in self.fits[h]:
-            shadow_s, extra = self.vcs[v].reservation(h)
-            if shadow_s < best[1]:
-                best = (v, shadow_s, extra)
+            held = self.vcs[v].reserve(h, v)
+            if held.shadow_s < best.shadow_s:
+                best = held
         return best
+
+    def _without(self, j: int, scope: Scope, v: int) -> list[int]:
+        """The VCs of scope (None = all of job j's) other than v."""
+        return [w for w in (scope if scope is not None else self.fits[j]) if w != v]
 
     def _release(self, t_s: int, freed: list[int]) -> None:
         """Return the quota of jobs that ended in the VCs freed, queue held jobs that now fit, and start jobs."""

@@ -55,6 +55,14 @@ def test_easy_backfill_keeps_the_head_reservation_in_its_vc():
     assert start == [0, 10, 2, 15]
 
 
+def test_a_late_backfill_job_leaves_the_reserved_vc_to_the_head_and_runs_in_another():
+    # head job 1 (8 GPUs, VC 0 only) is reserved in VC 0 at 100 with no GPUs spare: job 2 (long) prefers VC 0, where
+    # 4 GPUs are free, but starts in VC 1; job 3 ends before 100 and starts in VC 0
+    fits = [[0], [0], [0, 1], [0, 1]]
+    start, vc = run([0, 1, 2, 3], [100, 10, 1_000, 50], [4, 8, 4, 4], [8, 8], fits=fits, preferred=[0, 0, 0, 0])
+    assert start == [0, 100, 2, 3] and vc == [0, 0, 1, 0]
+
+
 def test_a_user_quota_holds_jobs_until_the_users_running_jobs_leave_room():
     # quota 12: the user's second 8-GPU job waits for the first; the other user's job runs at once
     user = [0, 0, 1]
