@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 from urllib.parse import urlencode
 
-from analytics.filters import parse_params, split_values
+from analytics.filters import parse_params, split_values, to_params
 from sim import placers, policies
 from sim.ces.energy import ENERGY_PARAMS, EnergyParams
 from sim.ces.policy import POLICY_PARAMS, PRESETS
@@ -91,7 +91,9 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
     if "vc" in params:
         form["vcs"] = shared["vcs"]
     if "pol" in params:
-        form["policies"], unknown = (list(names) for names in policies.split_names(split_values(params["pol"])))
+        chosen = split_values(params["pol"])
+        unknown = policies.split_names(chosen)[1]
+        form["policies"] = [p for p in chosen if p not in unknown]
         if unknown:
             problems.append(f"URL parameter pol: unknown policy {', '.join(unknown)}; ignored")
     choices = {
@@ -124,12 +126,8 @@ def _short(value: float) -> str:
 
 def form_to_params(form: dict) -> dict[str, str]:
     """The URL query parameters that encode a form (plus run=1, which makes the page run it on load)."""
-    params = {"ds": form["dataset"], "cluster": form["cluster"]}
-    if form.get("vcs"):
-        params["vc"] = ",".join(form["vcs"])
-    for key in ("start", "end"):
-        if form.get(key):
-            params[key] = form[key]
+    scope = {"dataset": form["dataset"], "clusters": [form["cluster"]], "vcs": form.get("vcs") or []}
+    params = to_params({**scope, "start": form.get("start"), "end": form.get("end")})
     params["pol"] = ",".join(form.get("policies") or [])
     params["placer"] = form["placer"]
     params["bf"] = "1" if form.get("backfill") else "0"

@@ -15,8 +15,10 @@ from sim import placers, policies
 from sim.ces.policy import PRESETS
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
-from sim.scenario import RECORDED, CesOptions, ScenarioConfig, ScenarioError, scenario_inputs, validate
+from sim.scenario import CesOptions, ScenarioConfig, ScenarioError, scenario_inputs, validate
 from sim.sweep import SCHEDULER_ENV, parse_grid, run_sweep, sweepable
+
+DEFAULTS = ScenarioConfig()  # the flags' defaults
 
 
 def register(subparsers) -> None:
@@ -36,20 +38,24 @@ def register(subparsers) -> None:
     p.add_argument("--end", help="last submit day YYYY-MM-DD, inclusive (default: last job)")
     p.add_argument(
         "--policies",
-        default="fifo,sjf,srtf,qssf",
+        default=",".join(DEFAULTS.policies),
         help=f"policies run at every point, comma-separated ({', '.join(policies.POLICIES)}; none: CES only)",
     )
-    p.add_argument("--placer", choices=list(placers.PLACERS), default="consolidate")
+    p.add_argument("--placer", choices=list(placers.PLACERS), default=DEFAULTS.placer)
     p.add_argument("--backfill", action="store_true")
-    p.add_argument("--estimator", choices=list(ESTIMATORS), default="history")
-    p.add_argument("--noise-level", type=float, default=1.0, help="noisy-oracle error level (1 = artifact's)")
-    p.add_argument("--load-factor", type=float, default=1.0)
-    p.add_argument("--capacity-scale", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--estimator", choices=list(ESTIMATORS), default=DEFAULTS.estimator)
+    p.add_argument(
+        "--noise-level", type=float, default=DEFAULTS.noise_level, help="noisy-oracle error level (1 = artifact's)"
+    )
+    p.add_argument("--load-factor", type=float, default=DEFAULTS.load_factor)
+    p.add_argument("--capacity-scale", type=float, default=DEFAULTS.capacity_scale)
+    p.add_argument("--seed", type=int, default=DEFAULTS.seed)
     p.add_argument("--ces", action="store_true", help="run CES at every point (ces.* grid values imply it)")
-    p.add_argument("--ces-preset", choices=sorted(PRESETS), default="earth")
-    p.add_argument("--ces-mode", choices=MODES, default="honest")
-    p.add_argument("--ces-schedule", default=RECORDED, help="recorded, or a policy whose schedule CES replays")
+    p.add_argument("--ces-preset", choices=sorted(PRESETS), default=DEFAULTS.ces.preset)
+    p.add_argument("--ces-mode", choices=MODES, default=DEFAULTS.ces.mode)
+    p.add_argument(
+        "--ces-schedule", default=DEFAULTS.ces.schedule, help="recorded, or a policy whose schedule CES replays"
+    )
     p.add_argument(
         "--grid",
         action="append",
