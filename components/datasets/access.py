@@ -64,7 +64,9 @@ def _of_dataset(kind: str, name: str, compute: Callable[[store.Dataset], Any], *
     return cached(dataset_key(kind, ds, *parts), lambda: compute(ds))
 
 
-def _of_selection(kind: str, state: dict[str, Any], compute: Callable[[store.Dataset, JobFilter], Any], *parts: str):
+def _of_selection(
+    kind: str, state: dict[str, Any], compute: Callable[[store.Dataset, JobFilter], Any], *parts: str
+) -> Any:
     ds, flt = open_dataset(state["dataset"]), to_filter(state)
     return cached(selection_key(kind, ds, flt, *parts), lambda: compute(ds, flt))
 

@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from queue import Empty
-from typing import Any
 
 from analytics import store
 from components.server.background import cache_dir
@@ -52,7 +51,7 @@ class SharedResults:
             log.warning("what-if results: Redis unreachable (%s); result kept on this host only", exc)
 
 
-def results_cache(settings: Any = None):
+def results_cache(settings: Settings | None = None):
     """The scenario results cache: this host's diskcache, shared across hosts through Redis when one is set."""
     import diskcache
 
