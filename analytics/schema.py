@@ -42,16 +42,41 @@ VC_GPU_SCHEMA: dict[str, pl.DataType] = {
     "gpus": pl.Int32(),
 }
 
-# Final states. TIMEOUT and NODE_FAIL (and anything else not COMPLETED/CANCELLED) count as failed in the study.
+# Final states (the job ended). Every final state but COMPLETED and CANCELLED counts as failed in the study.
 COMPLETED = "COMPLETED"
 CANCELLED = "CANCELLED"
 FAILED = "FAILED"
-FINAL_STATES: tuple[str, ...] = (COMPLETED, CANCELLED, FAILED, "TIMEOUT", "NODE_FAIL", "SUSPENDED")
+FINAL_STATES: tuple[str, ...] = (
+    COMPLETED,
+    CANCELLED,
+    FAILED,
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
+# Unfinished states (the job had not ended when the trace was cut): never failed nor completed, and left out of
+# rates, durations and JCTs that need an end.
 RUNNING = "RUNNING"
 PENDING = "PENDING"
-CENSORED_STATES: tuple[str, ...] = (RUNNING, PENDING)  # jobs still alive when the trace was cut
-STATES: tuple[str, ...] = FINAL_STATES + CENSORED_STATES
-STATE_GROUPS: tuple[str, ...] = (COMPLETED, CANCELLED, FAILED)
+UNFINISHED_STATES: tuple[str, ...] = (RUNNING, PENDING, "SUSPENDED", "REQUEUED")
+STATES: tuple[str, ...] = FINAL_STATES + UNFINISHED_STATES
+STATE_GROUPS: tuple[str, ...] = (COMPLETED, CANCELLED, FAILED)  # the study's final-state groups
+UNFINISHED = "UNFINISHED"  # the group of unfinished jobs, shown as its own category
+
+
+def state_group(state: str | None) -> str | None:
+    """The group of a state: COMPLETED, CANCELLED, FAILED (other final states), UNFINISHED, or None when unknown."""
+    if state in (COMPLETED, CANCELLED):
+        return state
+    if state in FINAL_STATES:
+        return FAILED
+    if state in UNFINISHED_STATES:
+        return UNFINISHED
+    return None
+
 
 GPUS_PER_NODE = 8
 
