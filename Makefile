@@ -6,8 +6,9 @@ HELIOS_DATA_DIR ?= data
 export HELIOS_DATA_DIR
 STAMP := $(VENV)/.installed
 DEMO := $(HELIOS_DATA_DIR)/helios-synth/meta.json
+BUNDLED := $(HELIOS_DATA_DIR)/philly/meta.json $(HELIOS_DATA_DIR)/alibaba/meta.json
 
-.PHONY: install run test lint demo bench clean
+.PHONY: install run test lint demo bundled bench clean
 
 install: $(STAMP) ## create .venv and install the project with its dependencies (idempotent)
 
@@ -22,10 +23,15 @@ $(DEMO): | $(STAMP)
 
 demo: $(DEMO) ## build the bundled synthetic Helios dataset if it is missing
 
-run: install demo ## start the dashboard on http://127.0.0.1:8050
+$(BUNDLED): | $(STAMP)
+	$(BIN)/helios bundled --quiet
+
+bundled: $(BUNDLED) ## build the philly and alibaba datasets from the public traces in data/public if missing
+
+run: install demo bundled ## start the dashboard on http://127.0.0.1:8050
 	$(BIN)/helios serve --host 127.0.0.1 --port 8050 --debug
 
-test: install demo ## run the whole test suite (builds the bundled dataset first if missing)
+test: install demo bundled ## run the whole test suite (builds the bundled datasets first if missing)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install ## ruff, and the import contracts of docs/architecture.md

@@ -27,6 +27,7 @@ STALE_AFTER_S = 3600  # staging folders older than this were left by a killed wr
 _STAGING, _STORED, _REPLACED, _DELETING = ".tmp-", ".v-", ".legacy-", ".deleting-"
 _COPY_MARKS = (_STAGING, _STORED, _REPLACED, _DELETING)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+RESERVED_NAMES = frozenset({"public"})  # data/public holds the bundled source files, not a dataset
 
 
 class DatasetError(Exception):
@@ -44,6 +45,8 @@ def check_name(name: str) -> str:
         raise DatasetError(
             f"invalid dataset name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
+    if name in RESERVED_NAMES:
+        raise DatasetError(f"dataset name {name!r} is reserved (data/{name} holds the bundled source files)")
     return name
 
 

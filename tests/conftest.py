@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from analytics.ingest.bundled import PUBLIC_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,9 +21,6 @@ def data_root(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def shared_data_dir():
-    """The shared real-data folder (`$HELIOS_SHARED_DIR/data`, default `../shared/data` beside the repo)."""
-    root = Path(os.environ.get("HELIOS_SHARED_DIR", REPO_ROOT.parent / "shared"))
-    data = root / "data"
-    assert data.is_dir(), f"shared data folder {data} is missing: set HELIOS_SHARED_DIR"
-    return data
+def public_data_dir():
+    """The real public files bundled in the repository (`data/public`, sources in `data/SOURCES.md`)."""
+    return PUBLIC_DIR

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import zipfile
 from datetime import date, datetime, timedelta
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -13,6 +12,7 @@ import cli
 from analytics import schema, store
 from analytics.export import export_dataset, gpu_number_frame
 from analytics.ingest import ingest
+from analytics.ingest.bundled import PHILLY_JOBS
 from analytics.ingest.helios import LOG_COLUMNS
 
 T0 = datetime(2020, 4, 1)
@@ -126,7 +126,7 @@ def test_cli_export(source, tmp_path, capsys):
 
 
 def test_real_philly_dataset_exports_and_reingests(data_root, tmp_path):
-    philly = ingest(Path("/work/shared/data/philly_gpu_jobs.csv"), "philly", "philly")
+    philly = ingest(PHILLY_JOBS, "philly", "philly")
     export_dataset(philly, tmp_path)
     again = ingest(tmp_path, "helios", "philly-again")
     assert again.jobs().collect().equals(philly.jobs().collect())

@@ -1,7 +1,8 @@
-"""Ingest of the real public Philly and Alibaba files in /work/shared/data (see its SOURCES.md)."""
+"""Ingest of the real public Philly and Alibaba files bundled in data/public (see data/SOURCES.md)."""
 
 from __future__ import annotations
 
+import gzip
 import shutil
 from datetime import date, datetime
 from pathlib import Path
@@ -9,13 +10,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics import schema, store
+from analytics import reference, schema, store
 from analytics.ingest import IngestError, IngestOptions, ingest
+from analytics.ingest.bundled import ALIBABA_FOLDER, PHILLY_JOBS, PHILLY_VC_NODES
 
-SHARED = Path("/work/shared/data")
-PHILLY_JOBS = SHARED / "philly_gpu_jobs.csv"
-PHILLY_NODES = SHARED / "philly_vc_nodes.csv"
-ALIBABA = SHARED / "alibaba_openb"
+PHILLY_NODES = PHILLY_VC_NODES
+ALIBABA = ALIBABA_FOLDER
+EARTH_GPUS = Path(reference.__file__).parent / "earth_vc_gpu_number.csv"
 PHILLY_JOB_LINES = 82_248  # data lines of the file; the last one is empty
 PHILLY_TOTAL_GPUS = 352 * 8  # 11 VCs, 352 nodes of 8 GPUs
 ALIBABA_PODS = 8_152
@@ -84,7 +85,7 @@ def test_philly_meta(philly):
 
 def test_philly_head_without_node_table(tmp_path, data_root):
     jobs_path = tmp_path / "philly_head.csv"
-    jobs_path.write_text("".join(PHILLY_JOBS.read_text().splitlines(keepends=True)[:101]))
+    jobs_path.write_text("".join(gzip.decompress(PHILLY_JOBS.read_bytes()).decode().splitlines(keepends=True)[:101]))
     dataset = ingest(jobs_path, "philly", "head")
     assert dataset.meta["row_counts"]["jobs"] == 100 and dataset.meta["vc_nodes"] is None
     assert dataset.vc_gpus().height == 0
@@ -174,13 +175,13 @@ def test_alibaba_unknown_phase_and_bad_time(tmp_path, data_root):
 def test_real_earth_capacity_file(tmp_path, data_root):
     folder = tmp_path / "helios" / "Earth"
     folder.mkdir(parents=True)
-    shutil.copy(SHARED / "earth_vc_gpu_number.csv", folder / "cluster_gpu_number.csv")
+    shutil.copy(EARTH_GPUS, folder / "cluster_gpu_number.csv")
     log = "job_id,vc,gpu_num,submit_time,duration\n1,vc6YE,8,2020-04-01 00:00:00,60\n"
     (folder / "cluster_log.csv").write_text(log)
     capacity = ingest(tmp_path / "helios", "helios", "earth").vc_gpus()
     assert capacity.height == 25 * 181 and "total" not in capacity["vc"].to_list()
     daily = capacity.group_by("date").agg(pl.col("gpus").sum()).sort("date")
-    totals = pl.read_csv(SHARED / "earth_vc_gpu_number.csv", try_parse_dates=True).select("date", "total")
+    totals = pl.read_csv(EARTH_GPUS, try_parse_dates=True).select("date", "total")
     assert daily["gpus"].to_list() == totals.sort("date")["total"].to_list()
     assert daily["gpus"].min() == 784 and daily["gpus"].max() == 1232
     assert int(daily["gpus"].mean()) == 997  # the `gpu_num` of Earth in helios_cluster_summary.csv

@@ -11,7 +11,7 @@ from polars.testing import assert_frame_equal
 from analytics import queries as q
 from analytics.filters import JobFilter
 
-# Header of /work/shared/data/helios_cluster_summary.csv (HeliosArtifact, MIT), copied verbatim.
+# Header of analytics/reference/helios_cluster_summary.csv (HeliosArtifact, MIT), copied verbatim.
 CSV_HEADER = (
     "id,gpu_num,job_num,cpu_job_num,gpu_job_num,avg_run_time_cpu,avg_run_time_gpu,avg_que_time_cpu,avg_que_time_gpu,"
     "avg_gpu_num,med_run_time_cpu,med_run_time_gpu,med_que_time_cpu,med_que_time_gpu,med_gpu_num,complete_rate,"

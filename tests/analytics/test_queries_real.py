@@ -1,5 +1,5 @@
-"""Study queries on real public data from /work/shared/data (see its SOURCES.md): Earth's daily VC capacities and
-the Philly GPU job log."""
+"""Study queries on real public data bundled in the repository (analytics/reference/ and data/public/, sources in
+data/SOURCES.md): Earth's daily VC capacities and the Philly GPU job log."""
 
 from __future__ import annotations
 
@@ -10,17 +10,18 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics import queries, store
+from analytics import queries, reference, store
 from analytics.filters import JobFilter
 from analytics.ingest import ingest
+from analytics.ingest.bundled import PHILLY_JOBS
 
-SHARED = Path("/work/shared/data")
-REFERENCE = Path("/work/shared/spec/helios_reference.json")
+REFERENCE_DIR = Path(reference.__file__).parent
+REFERENCE = REFERENCE_DIR / "helios_reference.json"
 
 
 def earth_vc_gpus() -> pl.DataFrame:
     """The real Earth cluster_gpu_number.csv as canonical capacity rows (the `total` column is their sum)."""
-    wide = pl.read_csv(SHARED / "earth_vc_gpu_number.csv", try_parse_dates=True)
+    wide = pl.read_csv(REFERENCE_DIR / "earth_vc_gpu_number.csv", try_parse_dates=True)
     long = wide.drop("total").unpivot(index="date", variable_name="vc", value_name="gpus")
     return long.with_columns(cluster=pl.lit("Earth"), date=pl.col("date").cast(pl.Date))
 
@@ -89,7 +90,7 @@ def philly(tmp_path_factory):
     """The real Philly GPU job log (82,247 jobs; no user, state, start or queue) ingested once."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HELIOS_DATA_DIR", str(tmp_path_factory.mktemp("data")))
-        return ingest(SHARED / "philly_gpu_jobs.csv", "philly", "philly")
+        return ingest(PHILLY_JOBS, "philly", "philly")
 
 
 @pytest.mark.parametrize("name", sorted(queries.QUERIES))

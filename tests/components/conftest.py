@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -21,8 +20,9 @@ import polars as pl
 import pytest
 
 from analytics import db, store
+from tests import system
+from tests.system import CHROMIUM
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS: tuple[str, ...] = (
     "--headless",
     "--no-sandbox",
@@ -227,12 +227,8 @@ def ui(dash_app):
 
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
-    """Chromium's path; a missing browser fails the run when REQUIRE_BROWSER=1 and skips the test otherwise."""
-    if shutil.which(CHROMIUM) is None:
-        reason = f"Chromium not found at {CHROMIUM} (apt-get install -y chromium chromium-driver)"
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(reason + " and REQUIRE_BROWSER=1")
-        pytest.skip(reason)
+    """Chromium's path; a missing browser skips the test, or fails the run when REQUIRE_BROWSER=1."""
+    system.require("Chromium", None if shutil.which(CHROMIUM) else f"{CHROMIUM} not found")
     return CHROMIUM
 
 

@@ -1,6 +1,6 @@
 """Several hosts behave as one: two gunicorn processes share the Redis query cache and the Celery background jobs.
 
-Needs `redis-server` on PATH (Debian package redis-server) and the celery package; CI installs both.
+Needs `redis-server` on PATH (Debian package redis-server): skipped without it unless REQUIRE_REDIS=1 (CI sets it).
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +23,7 @@ import pytest
 
 from components.whatif.state import default_form, form_to_config
 from sim.scenario import config_to_dict
+from tests import system
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -87,8 +87,7 @@ class Processes:
 @pytest.fixture
 def cluster(small_data, tmp_path) -> Iterator[dict]:
     """A local Redis, one Celery worker and two gunicorn hosts (one worker process each) over the small data."""
-    if not shutil.which("redis-server"):
-        pytest.fail("redis-server is not installed (apt-get install -y redis-server)")
+    system.require_program("Redis", "redis-server")
     procs = Processes(tmp_path)
     redis_port, ports = _free_port(), (_free_port(), _free_port())
     redis_url = f"redis://127.0.0.1:{redis_port}/0"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import time
@@ -11,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from components.whatif.run import SharedResults, results_cache
+from tests import system
 
 
 def _free_port() -> int:
@@ -22,8 +22,7 @@ def _free_port() -> int:
 @pytest.fixture
 def redis_url():
     """A throw-away redis-server on a free loopback port."""
-    if not shutil.which("redis-server"):
-        pytest.fail("redis-server is not installed (apt-get install -y redis-server)")
+    system.require_program("Redis", "redis-server")
     port = _free_port()
     argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

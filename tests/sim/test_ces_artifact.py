@@ -30,13 +30,13 @@ PUBLISHED = {  # spec §6 / helios_reference.json ["ces"]["philly"]
 
 
 @pytest.fixture(scope="module")
-def philly(shared_data_dir):
-    return load_node_series(shared_data_dir / "philly_node_sequence.csv")
+def philly(public_data_dir):
+    return load_node_series(public_data_dir / "ces" / "philly_node_sequence.csv.gz")
 
 
 @pytest.fixture(scope="module")
-def artifact_predictions(shared_data_dir):
-    table = pl.read_csv(shared_data_dir / "ces_philly_artifact_predictions.csv", try_parse_dates=True)
+def artifact_predictions(public_data_dir):
+    table = pl.read_csv(public_data_dir / "ces" / "ces_philly_artifact_predictions.csv", try_parse_dates=True)
     return table.with_columns(pl.col("time").cast(pl.Datetime("us")))
 
 

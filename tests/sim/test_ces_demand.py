@@ -112,9 +112,9 @@ def test_cli_on_a_simulated_schedule(data_root, capsys):
     assert simulated["total_nodes_mean"] == 4 < recorded["total_nodes_mean"]  # recorded times overflow
 
 
-def test_cli_policy_and_energy_parameters(shared_data_dir, capsys):
-    csv = shared_data_dir / "philly_node_sequence.csv"
-    pred = shared_data_dir / "ces_philly_artifact_predictions.csv"
+def test_cli_policy_and_energy_parameters(public_data_dir, capsys):
+    csv = public_data_dir / "ces" / "philly_node_sequence.csv.gz"
+    pred = public_data_dir / "ces" / "ces_philly_artifact_predictions.csv"
     base = ["ces", "--node-sequence", str(csv), "--predictions", str(pred), "--json"]
     assert cli.main(base) == 0
     default = json.loads(capsys.readouterr().out)

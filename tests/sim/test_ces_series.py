@@ -43,8 +43,8 @@ def test_window_with_empty_bins_is_rejected():
         window_bounds(series, datetime(2021, 1, 1), datetime(2021, 1, 2))
 
 
-def test_default_window_is_the_last_14_full_days(shared_data_dir):
-    series = load_node_series(shared_data_dir / "philly_node_sequence.csv")
+def test_default_window_is_the_last_14_full_days(public_data_dir):
+    series = load_node_series(public_data_dir / "ces" / "philly_node_sequence.csv.gz")
     assert default_window(series) == (datetime(2017, 12, 1), datetime(2017, 12, 15))
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from datetime import date, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -12,9 +12,9 @@ import pytest
 
 import cli
 from analytics import schema
+from analytics.ingest.bundled import PHILLY_JOBS, PHILLY_VC_NODES
 from analytics.store import write_dataset
 
-PHILLY = Path("/work/shared/data")
 T0 = datetime(2020, 4, 1)
 
 
@@ -88,7 +88,7 @@ def test_simulate_dataset_json(small_dataset, capsys, tmp_path, policy):
 
 def test_simulate_philly_rows(capsys, tmp_path):
     sample = tmp_path / "philly.csv"
-    lines = (PHILLY / "philly_gpu_jobs.csv").read_text().splitlines()[:3000]
+    lines = gzip.decompress(PHILLY_JOBS.read_bytes()).decode().splitlines()[:3000]
     sample.write_text("\n".join(lines) + "\n\n")
     report = run_json(
         capsys,
@@ -97,7 +97,7 @@ def test_simulate_philly_rows(capsys, tmp_path):
             "--philly-csv",
             str(sample),
             "--vc-nodes",
-            str(PHILLY / "philly_vc_nodes.csv"),
+            str(PHILLY_VC_NODES),
             "--policy",
             "qssf",
             "--estimator",
@@ -108,7 +108,7 @@ def test_simulate_philly_rows(capsys, tmp_path):
         ],
     )
     assert report["cluster"] == "philly"
-    assert set(report["vcs"]) <= set(pl.read_csv(PHILLY / "philly_vc_nodes.csv").get_column("vc"))
+    assert set(report["vcs"]) <= set(pl.read_csv(PHILLY_VC_NODES).get_column("vc"))
     assert report["all"]["jobs"] > 1000
 
 
