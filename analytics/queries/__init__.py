@@ -25,6 +25,7 @@ from analytics.queries.jobs import (
     gpu_num_cdf,
     gpu_time_share_by_state,
     hour_weekday_submissions,
+    job_states,
     monthly_jobs,
     queue_cdf,
 )
@@ -61,6 +62,7 @@ QUERIES: dict[str, Callable[..., pl.DataFrame]] = {
         final_state_by_gpu_num,
         final_state_cpu_vs_gpu,
         gpu_time_share_by_state,
+        job_states,
         queue_cdf,
         user_table,
         user_concentration,

@@ -32,12 +32,17 @@ TOTAL_ID = "total"
 POW2_X_S: tuple[int, ...] = tuple(2**k for k in range(22))
 GPU_NUM_X: tuple[str, ...] = ("1", "2", "4", "8", "12", "16", "24", "32", "40", "48", "56", "64", ">64")
 STATE_BUCKETS: tuple[str, ...] = (*(str(g) for g in STATE_GPU_BUCKETS[:-1]), f">={STATE_GPU_BUCKETS[-1]}")  # Fig 7b
+# Jobs that are not unfinished (the states are schema constants, not user values).
+ENDED_SQL = "(state IS NULL OR state NOT IN ({}))".format(", ".join(f"'{s}'" for s in schema.UNFINISHED_STATES))
 KINDS: dict[str, str] = {"gpu": "gpu_num > 0", "cpu": "gpu_num = 0"}
 CDF_SCHEMA = {"cluster": pl.String(), "x_s": pl.Int64(), "pct": pl.Float64()}
 STATE_PCT_SCHEMA = {"completed_pct": pl.Float64(), "cancelled_pct": pl.Float64(), "failed_pct": pl.Float64()}
 
-# Final-state groups; a job whose state is unknown (null, e.g. Philly) is in no group and left out of the shares.
-_SUMMARY_GROUPS = schema.STATE_GROUPS
+# State groups: the final ones, then unfinished jobs. A job whose state is unknown (null, e.g. Philly) is in no
+# group; unfinished and unknown jobs are left out of the final-state shares, unfinished ones also out of durations.
+_SUMMARY_GROUPS = (*schema.STATE_GROUPS, schema.UNFINISHED)
+_N_GROUPS = len(_SUMMARY_GROUPS) + 1  # the last slot holds unknown states
+_UNFINISHED_GROUP = _SUMMARY_GROUPS.index(schema.UNFINISHED)
 
 
 def _check_kind(kind: str) -> str:
@@ -47,10 +52,16 @@ def _check_kind(kind: str) -> str:
 
 
 def _state_groups(states: colstore.Category) -> np.ndarray:
-    """Lookup state code -> final-state group index in _SUMMARY_GROUPS (3 = unknown state, the spare null slot)."""
-    # Every state but COMPLETED and CANCELLED (TIMEOUT, NODE_FAIL...) counts as FAILED.
-    table = [0 if name == schema.COMPLETED else 1 if name == schema.CANCELLED else 2 for name in states.names]
-    return np.array([*table, 3], dtype=np.int64)
+    """Lookup state code -> group index in _SUMMARY_GROUPS (the last slot, also the null code's, = unknown)."""
+    unknown = len(_SUMMARY_GROUPS)
+    groups = [schema.state_group(name) for name in states.names]
+    table = [_SUMMARY_GROUPS.index(g) if g is not None else unknown for g in groups]
+    return np.array([*table, unknown], dtype=np.int64)
+
+
+def _ended(states: colstore.Category, rows: colstore.Rows) -> np.ndarray:
+    """Per selected row: whether the job is not unfinished (its duration and end count)."""
+    return _state_groups(states)[states.codes[rows]] != _UNFINISHED_GROUP
 
 
 def _summary_parts(cols: colstore.JobColumns, rows: colstore.Rows) -> pl.DataFrame:
@@ -58,8 +69,8 @@ def _summary_parts(cols: colstore.JobColumns, rows: colstore.Rows) -> pl.DataFra
     cluster, states = cols.cats["cluster"], cols.cats["state"]
     gpu, duration = cols.gpu_num[rows], cols.duration_s[rows]
     # Flat key (cluster code, is GPU job, state group): one bincount per sum instead of a group-by.
-    key = (cluster.codes[rows] * 2 + (gpu > 0)) * 4 + _state_groups(states)[states.codes[rows]]
-    size = len(cluster.names) * 8
+    key = (cluster.codes[rows] * 2 + (gpu > 0)) * _N_GROUPS + _state_groups(states)[states.codes[rows]]
+    size = len(cluster.names) * 2 * _N_GROUPS
 
     def total(weights: np.ndarray | None = None) -> np.ndarray:
         return np.bincount(key, weights, minlength=size)
@@ -67,9 +78,9 @@ def _summary_parts(cols: colstore.JobColumns, rows: colstore.Rows) -> pl.DataFra
     n = total()
     hit = np.flatnonzero(n)
     parts = {
-        "id": pl.Series(cluster.names, dtype=pl.String).gather(hit // 8),
-        "is_gpu": hit // 4 % 2 == 1,
-        "grp": pl.Series([*_SUMMARY_GROUPS, None], dtype=pl.String).gather(hit % 4),
+        "id": pl.Series(cluster.names, dtype=pl.String).gather(hit // (2 * _N_GROUPS)),
+        "is_gpu": hit // _N_GROUPS % 2 == 1,
+        "grp": pl.Series([*_SUMMARY_GROUPS, None], dtype=pl.String).gather(hit % _N_GROUPS),
         "n": n[hit],
         "sum_dur": total(duration.astype(np.float64))[hit],
         "n_queue": total(cols.has_queue[rows].astype(np.float64))[hit].astype(np.int64),
@@ -88,13 +99,15 @@ def _summary_columns() -> list[pl.Expr]:
     """Aggregations over the parts of one group (a cluster or all of them) giving the non-median columns."""
     gpu, cpu = pl.col("is_gpu"), ~pl.col("is_gpu")
     n = pl.col("n")
+    ended = pl.col("grp").ne_missing(schema.UNFINISHED)  # unfinished jobs have no final duration
     out = [n.sum().alias("job_num"), n.filter(cpu).sum().alias("cpu_job_num"), n.filter(gpu).sum().alias("gpu_job_num")]
     for kind, mask in (("cpu", cpu), ("gpu", gpu)):
-        out.append(_ratio(pl.col("sum_dur").filter(mask).sum(), n.filter(mask).sum()).alias(f"avg_run_time_{kind}"))
+        run_time = _ratio(pl.col("sum_dur").filter(mask & ended).sum(), n.filter(mask & ended).sum())
+        out.append(run_time.alias(f"avg_run_time_{kind}"))
         queue = _ratio(pl.col("sum_queue").filter(mask).sum(), pl.col("n_queue").filter(mask).sum())
         out.append(queue.alias(f"avg_que_time_{kind}"))
     out.append(_ratio(pl.col("sum_gpu").filter(gpu).sum(), n.filter(gpu).sum()).alias("avg_gpu_num"))
-    known = pl.col("grp").is_not_null()
+    known = pl.col("grp").is_in(schema.STATE_GROUPS)  # a final state: unfinished and unknown jobs are left out
     for short, grp in zip(("complete", "cancel", "fail"), schema.STATE_GROUPS, strict=True):
         in_grp = pl.col("grp") == grp
         out.append(_ratio(n.filter(in_grp).sum(), n.filter(known).sum()).alias(f"{short}_rate"))
@@ -167,15 +180,26 @@ def _kind_medians(
 
 
 def _summary_medians(cols: colstore.JobColumns, rows: colstore.Rows) -> pl.DataFrame:
-    """Per cluster and over all (id null), the five median columns."""
+    """Per cluster and over all (id null), the five median columns (durations of ended jobs only)."""
     cluster = cols.cats["cluster"]
-    cluster_kind = cluster.codes[rows] * 2 + (cols.gpu_num[rows] > 0)
     out: dict[str, list | np.ndarray] = {"id": [*cluster.names, None]}
     for column in ("duration", "queue", "gpu_num"):
-        by_kind = _kind_medians(cols.ranked[column], cluster_kind, rows, len(cluster.names))
+        use = rows
+        if column == "duration":
+            use = _ended_rows(cols, rows)
+        cluster_kind = cluster.codes[use] * 2 + (cols.gpu_num[use] > 0)
+        by_kind = _kind_medians(cols.ranked[column], cluster_kind, use, len(cluster.names))
         out.update({name: by_kind[:, gpu] for (col, gpu), name in _MEDIANS.items() if col == column})
     frame = pl.DataFrame(out, schema_overrides={"id": pl.String})
     return frame.with_columns(pl.exclude("id").fill_nan(None))
+
+
+def _ended_rows(cols: colstore.JobColumns, rows: colstore.Rows) -> colstore.Rows:
+    """The selected rows whose job is not unfinished (all of them when the dataset has no unfinished job)."""
+    ended = _ended(cols.cats["state"], rows)
+    if ended.all():
+        return rows
+    return np.arange(cols.gpu_num.size)[rows][ended]
 
 
 def _cluster_order(ds: Dataset, clusters: list[str]) -> dict[str, int]:
@@ -312,9 +336,9 @@ def diurnal_submissions(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame
     return out.select(schema_out.keys()).sort("cluster", "hour")
 
 
-def _log2_cdf(ds: Dataset, flt: JobFilter, column: str, kind: str) -> pl.DataFrame:
+def _log2_cdf(ds: Dataset, flt: JobFilter, column: str, kind: str, *extra: str) -> pl.DataFrame:
     col = schema.check_identifier(column)
-    where, params = job_predicate(flt, _check_kind(kind), f"{col} IS NOT NULL")
+    where, params = job_predicate(flt, _check_kind(kind), f"{col} IS NOT NULL", *extra)
     sql = f"""
         SELECT cluster, least(CASE WHEN {col} <= 1 THEN 0 ELSE ceil(log2({col}))::BIGINT END, 22) AS k, count(*) AS n
         FROM jobs WHERE {where} GROUP BY ALL
@@ -335,8 +359,8 @@ def _log2_cdf(ds: Dataset, flt: JobFilter, column: str, kind: str) -> pl.DataFra
 
 
 def duration_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, kind: str = "gpu") -> pl.DataFrame:
-    """Per cluster, % of GPU (or CPU) jobs with duration <= x_s for x_s = 2^0..2^21 s (Figs 1a, 5)."""
-    return _log2_cdf(ds, flt, "duration", kind)
+    """Per cluster, % of GPU (or CPU) jobs that ended with duration <= x_s for x_s = 2^0..2^21 s (Figs 1a, 5)."""
+    return _log2_cdf(ds, flt, "duration", kind, ENDED_SQL)
 
 
 def queue_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, kind: str = "gpu") -> pl.DataFrame:
@@ -369,14 +393,15 @@ def gpu_num_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, weight: str = "jobs") -
 
 
 def _state_shares(ds: Dataset, flt: JobFilter, bucket_of_gpus: np.ndarray, labels: tuple[str, ...]) -> pl.DataFrame:
-    """Per bucket label (bucket_of_gpus[gpu_num] indexes labels; -1 = left out): % of the selected jobs with a known
-    state that completed, were cancelled or failed."""
+    """Per bucket label (bucket_of_gpus[gpu_num] indexes labels; -1 = left out): % of the selected jobs with a final
+    state that completed, were cancelled or failed (unfinished and unknown states are left out)."""
     cols = colstore.columns(ds)
     states = cols.cats["state"]
-    keep = cols.mask(flt) & (states.codes >= 0)
+    group_of = _state_groups(states)
+    keep = cols.mask(flt) & (group_of[states.codes] < len(schema.STATE_GROUPS))
     gpu = cols.gpu_num[keep]
     bucket = bucket_of_gpus[np.clip(gpu, 0, bucket_of_gpus.size - 1)]
-    group = _state_groups(states)[states.codes[keep]]
+    group = group_of[states.codes[keep]]
     counts = np.bincount((bucket * 3 + group)[bucket >= 0], minlength=3 * len(labels)).reshape(-1, 3)
     hit = np.flatnonzero(counts.sum(axis=1))
     share = {name: 100 * (counts[hit, i] / counts[hit].sum(axis=1)) for i, name in enumerate(STATE_PCT_SCHEMA)}
@@ -399,17 +424,53 @@ def final_state_cpu_vs_gpu(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFr
 
 
 def gpu_time_share_by_state(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
-    """GPU time (GPU-seconds) and its % by final-state group COMPLETED/CANCELLED/FAILED (Fig 1b)."""
+    """GPU time (GPU-seconds) and its % by state group COMPLETED/CANCELLED/FAILED (Fig 1b), plus UNFINISHED (the
+    GPU time of jobs still running when the trace was cut) when there are any."""
     out_schema = {"state_group": pl.String(), "gpu_time": pl.Float64(), "pct": pl.Float64()}
     cols = colstore.columns(ds)
     states = cols.cats["state"]
-    rows = colstore.selected(cols.mask(flt) & (states.codes >= 0))
+    group_of = _state_groups(states)
+    rows = colstore.selected(cols.mask(flt) & (group_of[states.codes] < len(_SUMMARY_GROUPS)))
     if rows is None:
         return empty(out_schema)
-    group = _state_groups(states)[states.codes[rows]]
-    gpu_s = np.bincount(group, (cols.gpu_num[rows] * cols.duration_s[rows]).astype(np.float64), minlength=3)
+    group = group_of[states.codes[rows]]
+    weights = (cols.gpu_num[rows] * cols.duration_s[rows]).astype(np.float64)
+    gpu_s = np.bincount(group, weights, minlength=len(_SUMMARY_GROUPS))
+    shown = len(schema.STATE_GROUPS) + bool(np.any(group == _UNFINISHED_GROUP))
+    gpu_s = gpu_s[:shown]
     total = gpu_s.sum()
     with np.errstate(invalid="ignore", divide="ignore"):
         pct = np.where(total > 0, 100 * gpu_s / total, np.nan)
-    frame = pl.DataFrame({"state_group": list(schema.STATE_GROUPS), "gpu_time": gpu_s, "pct": pct})
+    frame = pl.DataFrame({"state_group": list(_SUMMARY_GROUPS[:shown]), "gpu_time": gpu_s, "pct": pct})
     return frame.with_columns(pl.col("pct").fill_nan(None)).cast(out_schema)  # type: ignore[arg-type]
+
+
+JOB_STATES_SCHEMA: dict[str, pl.DataType] = {
+    "cluster": pl.String(),
+    **{f"{g.lower()}_jobs": pl.Int64() for g in _SUMMARY_GROUPS},
+    "unknown_state_jobs": pl.Int64(),
+    "gpu_time": pl.Float64(),
+}
+
+
+def job_states(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
+    """Per cluster: jobs per state group (completed, cancelled, failed, unfinished, unknown) and GPU-seconds of all."""
+    cols = colstore.columns(ds)
+    rows = colstore.selected(cols.mask(flt))
+    if rows is None:
+        return empty(JOB_STATES_SCHEMA)
+    cluster, states = cols.cats["cluster"], cols.cats["state"]
+    key = cluster.codes[rows] * _N_GROUPS + _state_groups(states)[states.codes[rows]]
+    counts = np.bincount(key, minlength=len(cluster.names) * _N_GROUPS).reshape(-1, _N_GROUPS)
+    weights = (cols.gpu_num[rows] * cols.duration_s[rows]).astype(np.float64)
+    gpu_s = np.bincount(cluster.codes[rows], weights, minlength=len(cluster.names))
+    hit = np.flatnonzero(counts.sum(axis=1))
+    names = [*(f"{g.lower()}_jobs" for g in _SUMMARY_GROUPS), "unknown_state_jobs"]
+    frame = pl.DataFrame(
+        {
+            "cluster": pl.Series(cluster.names, dtype=pl.String).gather(hit),
+            **{name: counts[hit, i] for i, name in enumerate(names)},
+            "gpu_time": gpu_s[hit],
+        }
+    )
+    return frame.cast(JOB_STATES_SCHEMA)  # type: ignore[arg-type]

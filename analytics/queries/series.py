@@ -33,7 +33,8 @@ UTIL_SCHEMA: dict[str, pl.DataType] = {
     "gpu_utilization_multi": pl.Float64(),
     "gpu_utilization_single": pl.Float64(),
 }
-EVENT_KINDS: tuple[str, ...] = ("submit", "start", "end")
+# dequeue: a job leaves the queue when it starts, or when it ends without having started (cancelled while pending).
+EVENT_KINDS: tuple[str, ...] = ("submit", "start", "end", "dequeue")
 THROUGHPUT_SCHEMA: dict[str, pl.DataType] = {
     "cluster": pl.String(),
     "time": schema.TIMESTAMP,
@@ -285,11 +286,13 @@ def _event_times(cols: colstore.JobColumns) -> dict[str, tuple[np.ndarray, np.nd
         "submit": (cols.submit_us, None),
         "start": (cols.start_us, cols.has_start),
         "end": (cols.end_us, cols.has_end),
+        "dequeue": (np.where(cols.has_start, cols.start_us, cols.end_us), cols.has_end),
     }
 
 
 def throughput_10min(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
-    """Per cluster and 10-minute bin of the period: jobs, GPU jobs and GPUs submitted, started and ended in the bin."""
+    """Per cluster and 10-minute bin of the period: jobs, GPU jobs and GPUs submitted, started, ended and leaving the
+    queue (started, or ended without starting) in the bin."""
     bounds, clusters = period_bounds(ds, flt), dataset_clusters(ds, flt)
     cols = colstore.columns(ds)
     rows = colstore.selected(cols.mask(flt, window=False))

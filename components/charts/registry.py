@@ -63,7 +63,7 @@ def utilization_window(spec: Spec, x0: datetime | None = None, x1: datetime | No
 
 
 def running_queued(spec: Spec) -> pl.DataFrame:
-    """Hourly running GPU jobs (utilisation series) beside queued GPU jobs (submitted minus started, cumulated)."""
+    """Hourly running GPU jobs (utilisation series) beside queued GPU jobs (submitted minus dequeued, cumulated)."""
     state = spec["state"]
 
     def compute() -> pl.DataFrame:
@@ -76,7 +76,7 @@ def running_queued(spec: Spec) -> pl.DataFrame:
         queued = (
             tp.sort("cluster", "time")
             .with_columns(
-                ((pl.col("submit_gpu_job") - pl.col("start_gpu_job")).cum_sum().over("cluster")).alias("queued")
+                ((pl.col("submit_gpu_job") - pl.col("dequeue_gpu_job")).cum_sum().over("cluster")).alias("queued")
             )
             .group_by_dynamic("time", every=COARSE_EVERY, group_by="cluster")
             .agg(pl.col("queued").mean().clip(0).alias("queued_gpujob_num"))

@@ -44,10 +44,30 @@ def ref_jobs(ds: Dataset, flt: JobFilter, window: bool = True) -> pl.DataFrame:
     return ds.jobs().collect().filter(filter_expr(flt, window=window))
 
 
+UNFINISHED = ("RUNNING", "PENDING", "SUSPENDED", "REQUEUED")
+FINAL = (
+    "COMPLETED",
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
+
+
 def _group(state: str | None) -> str | None:
-    if state is None:
+    if state in UNFINISHED:
+        return "UNFINISHED"
+    if state not in FINAL:
         return None
     return state if state in ("COMPLETED", "CANCELLED") else "FAILED"
+
+
+def _ended(df: pl.DataFrame) -> pl.DataFrame:
+    return df.filter(~pl.col("state").is_in(UNFINISHED) | pl.col("state").is_null())
 
 
 def _with_group(df: pl.DataFrame) -> pl.DataFrame:
@@ -114,15 +134,15 @@ def _summary_row(jobs: pl.DataFrame) -> dict:
     cpu, gpu = jobs.filter(pl.col("gpu_num") == 0), jobs.filter(pl.col("gpu_num") > 0)
     row = {"job_num": jobs.height, "cpu_job_num": cpu.height, "gpu_job_num": gpu.height}
     for kind, part in (("cpu", cpu), ("gpu", gpu)):
-        row[f"avg_run_time_{kind}"] = part["duration"].mean()
+        row[f"avg_run_time_{kind}"] = _ended(part)["duration"].mean()
         row[f"avg_que_time_{kind}"] = part["queue"].mean()
-        row[f"med_run_time_{kind}"] = part["duration"].median()
+        row[f"med_run_time_{kind}"] = _ended(part)["duration"].median()
         row[f"med_que_time_{kind}"] = part["queue"].median()
     row["avg_gpu_num"] = gpu["gpu_num"].mean()
     row["med_gpu_num"] = gpu["gpu_num"].median()
     for short, grp in (("complete", "COMPLETED"), ("cancel", "CANCELLED"), ("fail", "FAILED")):
         for suffix, part in (("", jobs), ("_cpu", cpu), ("_gpu", gpu)):
-            known = part["grp"].drop_nulls()
+            known = part["grp"].drop_nulls().filter(part["grp"].drop_nulls() != "UNFINISHED")
             row[f"{short}_rate{suffix}"] = (known == grp).sum() / known.len() if known.len() else None
         hit = jobs.filter(pl.col("grp") == grp)
         row[f"{short}_gpu_time"] = float((hit["gpu_num"].cast(pl.Int64) * hit["duration"]).sum())
@@ -220,9 +240,12 @@ def ref_throughput_10min(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFram
     minutes = pl.datetime_range(start, end, "1m", closed="left", eager=True)
     bins = minutes.dt.truncate("10m").unique().sort().alias("time")
     out = pl.DataFrame({"cluster": ref_clusters(ds, flt)}).join(bins.to_frame(), how="cross")
-    jobs = jobs.with_columns(end_time=pl.coalesce("end_time", pl.col("start_time") + pl.duration(seconds="duration")))
-    for kind in ("submit", "start", "end"):
-        ev = jobs if kind == "submit" else jobs.filter(pl.col("start_time").is_not_null())
+    jobs = jobs.with_columns(
+        dequeue_time=pl.coalesce("start_time", "end_time"),
+        end_time=pl.coalesce("end_time", pl.col("start_time") + pl.duration(seconds="duration")),
+    )
+    for kind in ("submit", "start", "end", "dequeue"):
+        ev = jobs if kind in ("submit", "dequeue") else jobs.filter(pl.col("start_time").is_not_null())
         ev = ev.filter((pl.col(f"{kind}_time") >= start) & (pl.col(f"{kind}_time") < end))
         counts = ev.group_by("cluster", pl.col(f"{kind}_time").dt.truncate("10m").alias("time")).agg(
             pl.len().cast(pl.Int64).alias(f"{kind}_job_all"),
@@ -298,7 +321,7 @@ def _threshold_cdf(values: pl.DataFrame, col: str, xs: list[int]) -> pl.DataFram
 def ref_duration_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, kind: str = "gpu") -> pl.DataFrame:
     """% jobs of the kind with duration <= x for x = 1, 2, 4, ... 2^21 s."""
     jobs = ref_jobs(ds, flt).filter(pl.col("gpu_num") > 0 if kind == "gpu" else pl.col("gpu_num") == 0)
-    return _threshold_cdf(jobs, "duration", [2**k for k in range(22)])
+    return _threshold_cdf(_ended(jobs).drop_nulls("duration"), "duration", [2**k for k in range(22)])
 
 
 def ref_queue_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, kind: str = "gpu") -> pl.DataFrame:
@@ -335,14 +358,14 @@ def _state_shares(jobs: pl.DataFrame, key: str, labels: list[str]) -> pl.DataFra
 
 def ref_final_state_by_gpu_num(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     """Final-state shares of GPU jobs with exactly 1, 2, 4, 8, 16, 32 and >= 64 GPUs."""
-    jobs = _with_group(ref_jobs(ds, flt)).drop_nulls("grp")
+    jobs = _with_group(ref_jobs(ds, flt)).drop_nulls("grp").filter(pl.col("grp") != "UNFINISHED")
     label = pl.when(pl.col("gpu_num") >= 64).then(pl.lit(">=64")).otherwise(pl.col("gpu_num").cast(pl.String))
     return _state_shares(jobs.with_columns(b=label), "b", list(q.STATE_BUCKETS)).rename({"b": "gpu_num"})
 
 
 def ref_final_state_cpu_vs_gpu(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     """Final-state shares of CPU and of GPU jobs."""
-    jobs = _with_group(ref_jobs(ds, flt)).drop_nulls("grp")
+    jobs = _with_group(ref_jobs(ds, flt)).drop_nulls("grp").filter(pl.col("grp") != "UNFINISHED")
     kind = pl.when(pl.col("gpu_num") > 0).then(pl.lit("GPU")).otherwise(pl.lit("CPU"))
     return _state_shares(jobs.with_columns(job_type=kind), "job_type", ["CPU", "GPU"])
 
@@ -353,9 +376,10 @@ def ref_gpu_time_share_by_state(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.D
     schema = {"state_group": pl.String(), "gpu_time": pl.Float64(), "pct": pl.Float64()}
     if jobs.is_empty():
         return pl.DataFrame(schema=schema)
+    groups = ["COMPLETED", "CANCELLED", "FAILED"] + (["UNFINISHED"] if (jobs["grp"] == "UNFINISHED").any() else [])
     times = {
         g: float((jobs.filter(pl.col("grp") == g).select(pl.col("gpu_num") * pl.col("duration"))).sum().item())
-        for g in ("COMPLETED", "CANCELLED", "FAILED")
+        for g in groups
     }
     total = sum(times.values())
     rows = [(g, t, 100 * t / total if total else None) for g, t in times.items()]
@@ -481,7 +505,23 @@ def ref_vc_utilization(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=queries_series.VC_UTIL_SCHEMA)
 
 
+def ref_job_states(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
+    """Per cluster: jobs per state group and the GPU-seconds of all its jobs."""
+    jobs = _with_group(ref_jobs(ds, flt))
+    rows = []
+    for cluster in sorted(set(jobs["cluster"])):
+        part = jobs.filter(pl.col("cluster") == cluster)
+        row = {"cluster": cluster}
+        for g in ("COMPLETED", "CANCELLED", "FAILED", "UNFINISHED"):
+            row[f"{g.lower()}_jobs"] = (part["grp"] == g).sum()
+        row["unknown_state_jobs"] = part["grp"].is_null().sum()
+        row["gpu_time"] = float((part["gpu_num"].cast(pl.Int64) * part["duration"]).sum())
+        rows.append(row)
+    return pl.DataFrame(rows, schema=queries_jobs.JOB_STATES_SCHEMA)
+
+
 REFERENCES = {
+    "job_states": ref_job_states,
     "cluster_summary": ref_cluster_summary,
     "utilization_minutes": ref_utilization_minutes,
     "utilization_resampled": ref_utilization_resampled,

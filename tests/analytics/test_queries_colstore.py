@@ -35,7 +35,7 @@ def _random_jobs(seed: int, n_jobs: int = 300) -> pl.DataFrame:
             "vc": rng.choice(["vcA1", "vcA2", "vcB1"], n_jobs),
             "gpu_num": rng.choice([0, 0, 1, 2, 4, 8, 64], n_jobs),
             "cpu_num": rng.choice([0.5, 1.0, 2.25, 16.0], n_jobs),
-            "state": rng.choice(["COMPLETED", "CANCELLED", "FAILED", "TIMEOUT"], n_jobs),
+            "state": rng.choice(["COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "RUNNING", "PENDING"], n_jobs),
             "submit_time": submit,
             "start_time": start,
             "end_time": [s + timedelta(seconds=int(d)) for s, d in zip(start, duration, strict=True)],

@@ -71,7 +71,9 @@ def random_trace(seed: int, n_jobs: int = 400) -> tuple[pl.DataFrame, pl.DataFra
             "vc": rng.choice(["vcA1", "vcA2", "vcB1"], n_jobs),
             "gpu_num": rng.choice([0, 0, 1, 1, 2, 4, 8, 16, 64], n_jobs),
             "cpu_num": rng.integers(1, 64, n_jobs).astype(float),
-            "state": rng.choice(["COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL"], n_jobs),
+            "state": rng.choice(
+                ["COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "RUNNING", "OUT_OF_MEMORY"], n_jobs
+            ),
             "submit_time": submit,
             "start_time": start,
             "end_time": [s + timedelta(seconds=int(d)) for s, d in zip(start, duration, strict=True)],
