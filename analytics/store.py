@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from analytics import schema
+from analytics import capabilities, schema
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_DATASET = "helios-synth"
@@ -183,7 +183,10 @@ def write_dataset(
         jobs.write_parquet(tmp / schema.JOBS_FILE, compression="zstd", row_group_size=256_000, statistics=True)
         vc_gpus.write_parquet(tmp / schema.VC_GPUS_FILE, compression="zstd")
         full_meta = dict(meta)
+        row_counts = {**(meta.get("row_counts") or {}), "jobs": jobs.height, "vc_gpus": vc_gpus.height}
+        full_meta.update(row_counts=row_counts)
         full_meta.update(
+            capabilities=capabilities.capabilities({k: v for k, v in full_meta.items() if k != "capabilities"}),
             name=name,
             schema_version=schema.SCHEMA_VERSION,
             version=_file_digest(tmp / schema.JOBS_FILE)[:12] + _file_digest(tmp / schema.VC_GPUS_FILE)[:4],

@@ -1,4 +1,5 @@
-"""Reader of Alibaba's GPU trace v2023 (`openb_pod_list_default.csv` + `openb_node_list_gpu_node.csv`)."""
+"""Reader of Alibaba's GPU trace v2023: a pod list (`openb_pod_list_default.csv` or any published variant such as
+`_gpushare20`, `_cpu050`, `_gpuspec10`) and `openb_node_list_gpu_node.csv`."""
 
 from __future__ import annotations
 
@@ -19,12 +20,16 @@ from analytics.ingest.parse import (
     check_span,
     first_last_day,
     parse_columns,
+    read_header,
     read_text_csv,
+    show_names,
 )
 from analytics.progress import Progress
 
 CLUSTER = "Alibaba-openb"
 POD_FILE = "openb_pod_list_default.csv"
+POD_PATTERN = "openb_pod_list_*.csv"
+TIME_COLUMNS = ("creation_time", "scheduled_time", "deletion_time")
 NODE_FILE = "openb_node_list_gpu_node.csv"
 DEFAULT_ORIGIN = "2023-01-01 00:00:00"
 POD_REQUIRED = ("qos", "num_gpu", "creation_time", "scheduled_time", "deletion_time")
@@ -162,10 +167,41 @@ class AlibabaInput:
         }
 
 
+def check_time_columns(pod_path: Path) -> None:
+    """Raise IngestError, in one sentence, when a pod list lacks the time columns the dashboard needs."""
+    header = read_header(pod_path, str(pod_path))
+    missing = [c for c in TIME_COLUMNS if c not in header]
+    if missing:
+        raise IngestError(
+            f"{pod_path}: this pod list has no {', '.join(missing)} column(s) (it has {show_names(header)}), so its "
+            "pods have no submit, start or end time to show; ingest a variant with creation, scheduled and deletion "
+            f"times instead, such as {POD_FILE} or the gpushare, cpu and gpuspec variants"
+        )
+
+
+def find_pod_list(folder: Path) -> Path:
+    """The pod list of a trace folder: the default one, else the only `openb_pod_list_*.csv` there."""
+    if (folder / POD_FILE).is_file():
+        return folder / POD_FILE
+    found = sorted(folder.glob(POD_PATTERN))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise IngestError(f"{folder}: no pod list ({POD_PATTERN}) in this folder")
+    names = show_names([p.name for p in found])
+    raise IngestError(f"{folder}: {len(found)} pod lists ({names}) and no {POD_FILE}; ingest one by its file path")
+
+
 def open_alibaba(path: Path, origin: str) -> AlibabaInput:
-    """Prepare an Alibaba ingest from the trace folder (or its pod list file), the node list beside it."""
-    folder = path if path.is_dir() else path.parent
-    pod_path = path if path.is_file() else folder / POD_FILE
-    if not pod_path.is_file():
-        raise IngestError(f"{path}: {POD_FILE} not found")
+    """Prepare an Alibaba ingest from the trace folder (its default or only pod list) or one pod list file, with the
+    GPU node list beside it."""
+    if path.is_dir():
+        folder, pod_path = path, find_pod_list(path)
+    elif path.is_file():
+        folder, pod_path = path.parent, path
+    else:
+        raise IngestError(f"{path}: no such file or folder")
+    check_time_columns(pod_path)
+    if not (folder / NODE_FILE).is_file():
+        raise IngestError(f"{folder}: {NODE_FILE} not found beside the pod list (the cluster's GPU capacity)")
     return AlibabaInput(pod_path, folder / NODE_FILE, parse_origin(origin))

@@ -13,7 +13,12 @@ from analytics import schema
 
 # Okabe-Ito, the colour-blind-safe palette (yellow last: it is faint on white).
 PALETTE: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442")
-STATE_COLORS: dict[str, str] = {schema.COMPLETED: "#009E73", schema.CANCELLED: "#E69F00", schema.FAILED: "#D55E00"}
+STATE_COLORS: dict[str, str] = {
+    schema.COMPLETED: "#009E73",
+    schema.CANCELLED: "#E69F00",
+    schema.FAILED: "#D55E00",
+    schema.UNFINISHED: "#999999",
+}
 WEEKDAYS: tuple[str, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 MONTHS: tuple[str, ...] = ("", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 POW2_TICKS_S: tuple[int, ...] = (1, 16, 256, 4096, 65536, 1048576)
@@ -382,15 +387,11 @@ def completion_histogram_figure(df: pl.DataFrame) -> go.Figure:
 
 
 def user_jobs_figure(df: pl.DataFrame) -> go.Figure:
-    """One user's jobs over time: submit time vs duration, sized by GPUs, coloured by final state."""
+    """One user's jobs over time: submit time vs duration, sized by GPUs, coloured by state group (unfinished apart)."""
     if df.is_empty():
         return empty_figure(title="Jobs over time")
     fig = go.Figure()
-    groups = df.with_columns(
-        pl.when(pl.col("state").is_in([schema.COMPLETED, schema.CANCELLED]))
-        .then(pl.col("state"))
-        .otherwise(pl.lit(schema.FAILED))
-    )
+    groups = df.with_columns(pl.col("state").map_elements(schema.state_group, return_dtype=pl.String))
     for state, color in STATE_COLORS.items():
         part = groups.filter(pl.col("state") == state)
         if part.is_empty():

@@ -21,10 +21,11 @@ Spec = dict[str, Any]
 
 @dataclass(frozen=True)
 class Chart:
-    """How to fetch one figure's data and how to draw it."""
+    """How to fetch one figure's data, how to draw it, and the dataset features (analytics.capabilities) it needs."""
 
     data: Callable[[Spec], pl.DataFrame]
     build: Callable[[pl.DataFrame], go.Figure]
+    needs: tuple[str, ...] = ()
 
 
 def _q(name: str, **kwargs: Any) -> Callable[[Spec], pl.DataFrame]:
@@ -98,12 +99,14 @@ def monthly(spec: Spec) -> pl.DataFrame:
     return jobs.join(util, on=["cluster", "month"], how="left")
 
 
-def compare_frames(spec: Spec, query: str, **kwargs: Any) -> pl.DataFrame:
-    """One query run on every compared dataset, with clusters relabelled '<dataset> <cluster>'."""
+def compare_frames(spec: Spec, query: str, needs: tuple[str, ...] = (), **kwargs: Any) -> pl.DataFrame:
+    """One query on every compared dataset having the needed features, clusters relabelled '<dataset> <cluster>'."""
     frames = []
     for name in spec.get("datasets") or [spec["state"]["dataset"]]:
         state = {**spec["state"], "dataset": name, "clusters": [], "vcs": [], "users": [], "start": None, "end": None}
         try:
+            if access.missing_feature(name, needs):
+                continue
             df = access.query(query, state, **kwargs)
         except DatasetError:
             continue
@@ -125,37 +128,48 @@ def _compare_build(figure: str, build: Callable[[pl.DataFrame], go.Figure], x: s
 
 CHARTS: dict[str, Chart] = {
     # Cluster page.
-    "utilization": Chart(utilization_window, figures.utilization_figure),
-    "running_queued": Chart(running_queued, figures.running_queued_figure),
-    "diurnal_util": Chart(_q("diurnal_utilization"), figures.diurnal_utilization_figure),
+    "utilization": Chart(utilization_window, figures.utilization_figure, ("utilisation",)),
+    "running_queued": Chart(running_queued, figures.running_queued_figure, ("utilisation", "queueing")),
+    "diurnal_util": Chart(_q("diurnal_utilization"), figures.diurnal_utilization_figure, ("utilisation",)),
     "diurnal_submit": Chart(_q("diurnal_submissions"), figures.diurnal_submissions_figure),
     "heatmap": Chart(_q("hour_weekday_submissions"), figures.submission_heatmap_figure),
     "monthly": Chart(monthly, figures.monthly_figure),
-    "vc_util": Chart(_q("vc_utilization"), figures.vc_utilization_figure),
+    "vc_util": Chart(_q("vc_utilization"), figures.vc_utilization_figure, ("vc_utilisation",)),
     # Jobs page.
     "duration_gpu": Chart(_q("duration_cdf", kind="gpu"), partial(figures.duration_cdf_figure, kind="gpu")),
     "duration_cpu": Chart(_q("duration_cdf", kind="cpu"), partial(figures.duration_cdf_figure, kind="cpu")),
     "gpu_num_jobs": Chart(_q("gpu_num_cdf", weight="jobs"), partial(figures.gpu_num_cdf_figure, weight="jobs")),
     "gpu_num_time": Chart(_q("gpu_num_cdf", weight="gpu_time"), partial(figures.gpu_num_cdf_figure, weight="gpu_time")),
-    "state_by_gpu": Chart(_q("final_state_by_gpu_num"), figures.final_state_figure),
+    "state_by_gpu": Chart(_q("final_state_by_gpu_num"), figures.final_state_figure, ("final_states",)),
     "state_cpu_gpu": Chart(
         _q("final_state_cpu_vs_gpu"),
         partial(figures.final_state_figure, x="job_type", title="Final state of CPU and GPU jobs"),
+        ("final_states",),
     ),
-    "queue_cdf": Chart(_q("queue_cdf", kind="gpu"), figures.queue_cdf_figure),
+    "queue_cdf": Chart(_q("queue_cdf", kind="gpu"), figures.queue_cdf_figure, ("queueing",)),
     # Users page.
-    "conc_gpu": Chart(_q("user_concentration", metric="gpu_time"), figures.concentration_figure),
+    "conc_gpu": Chart(_q("user_concentration", metric="gpu_time"), figures.concentration_figure, ("users",)),
     "conc_cpu": Chart(
-        _q("user_concentration", metric="cpu_only_time"), partial(figures.concentration_figure, metric="cpu_only_time")
+        _q("user_concentration", metric="cpu_only_time"),
+        partial(figures.concentration_figure, metric="cpu_only_time"),
+        ("users",),
     ),
     "conc_queue": Chart(
         _q("user_concentration", metric="gpu_queue_time"),
         partial(figures.concentration_figure, metric="gpu_queue_time"),
+        ("users", "queueing"),
     ),
-    "completion_hist": Chart(_q("user_completion_histogram"), figures.completion_histogram_figure),
-    "user_jobs": Chart(lambda spec: access.user_jobs(spec["state"]), figures.user_jobs_figure),
+    "completion_hist": Chart(
+        _q("user_completion_histogram"), figures.completion_histogram_figure, ("users", "final_states")
+    ),
+    "user_jobs": Chart(lambda spec: access.user_jobs(spec["state"]), figures.user_jobs_figure, ("users",)),
 }
 
+COMPARE_NEEDS: dict[str, tuple[str, ...]] = {
+    "diurnal_util": ("utilisation",),
+    "conc_gpu": ("users",),
+    "conc_queue": ("users", "queueing"),
+}
 COMPARE_CHARTS: dict[str, tuple[str, dict[str, Any], Callable[[pl.DataFrame], go.Figure]]] = {
     "duration_gpu": ("duration_cdf", {"kind": "gpu"}, partial(figures.duration_cdf_figure, kind="gpu")),
     "duration_cpu": ("duration_cdf", {"kind": "cpu"}, partial(figures.duration_cdf_figure, kind="cpu")),
@@ -177,11 +191,19 @@ def compare_charts() -> dict[str, Chart]:
     made = {}
     for name, (query, kwargs, build) in COMPARE_CHARTS.items():
         x, y = reference.CURVES[name][2:]
-        made["cmp_" + name] = Chart(partial(compare_frames, query=query, **kwargs), _compare_build(name, build, x, y))
+        needs = COMPARE_NEEDS.get(name, ())
+        data = partial(compare_frames, query=query, needs=needs, **kwargs)
+        made["cmp_" + name] = Chart(data, _compare_build(name, build, x, y))
     return made
 
 
 CHARTS.update(compare_charts())
+
+
+def not_in_trace_figure(chart: Chart, message: str) -> go.Figure:
+    """The chart's empty figure (its title) carrying why the dataset cannot draw it."""
+    title = chart.build(pl.DataFrame()).layout.title.text or ""
+    return figures.empty_figure(message, title=title)
 
 
 def render(spec: Spec) -> tuple[go.Figure, pl.DataFrame]:
@@ -189,6 +211,9 @@ def render(spec: Spec) -> tuple[go.Figure, pl.DataFrame]:
     if not isinstance(spec, dict) or not isinstance(spec.get("state"), dict) or spec.get("name") not in CHARTS:
         raise ValueError(f"unknown chart {str(spec.get('name') if isinstance(spec, dict) else spec)[:80]!r}")
     chart = CHARTS[spec["name"]]
+    missing = access.missing_feature(spec["state"]["dataset"], chart.needs)
+    if missing:
+        return not_in_trace_figure(chart, missing), pl.DataFrame()
     df = chart.data(spec)
     if spec.get("overlay"):
         return chart.build(df, overlay=True), df

@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 from flask import current_app
 
-from analytics import queries, store
+from analytics import capabilities, queries, store
 from analytics.db import QueryError
 from analytics.filters import JobFilter, to_filter
 from analytics.queries import catalog, users
@@ -117,3 +117,15 @@ def cluster_names(name: str) -> list[str]:
 def gpu_vcs(name: str, cluster: str) -> list[str]:
     """The VCs of a dataset's cluster that have GPU jobs."""
     return _of_dataset("gpuvcs", name, lambda ds: catalog.gpu_vcs(ds, cluster), cluster)
+
+
+def missing_feature(name: str, needs: tuple[str, ...]) -> str | None:
+    """'Not in this trace: ...' when dataset name lacks a needed feature (analytics.capabilities), else None."""
+    if not needs:
+        return None
+    return capabilities.not_in_trace(open_dataset(name).meta, needs)
+
+
+def dataset_capabilities(name: str) -> dict[str, Any]:
+    """The columns, features and pages dataset name supports (analytics.capabilities.capabilities)."""
+    return capabilities.capabilities(open_dataset(name).meta)

@@ -10,6 +10,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
+from analytics.capabilities import ABSENT, DERIVED, REAL, capabilities
 from analytics.ingest.quality import summary_lines
 from analytics.store import Dataset
 from components.datasets import access
@@ -79,6 +80,36 @@ def quality_block(quality: Any) -> html.Div:
     return html.Div([html.Ul([html.Li(line) for line in lines], className="small mb-1"), raw])
 
 
+def _works_list(caps: dict[str, Any]) -> html.Ul:
+    """Each page and experiment with a tick, or a cross and the reason it does not apply to this dataset."""
+    items = []
+    for page, problem in caps["pages"].items():
+        mark = html.Span("✗ " if problem else "✓ ", className="text-danger" if problem else "text-success")
+        items.append(html.Li([mark, html.B(page), f": {problem}" if problem else ""]))
+    return html.Ul(items, className="small list-unstyled mb-2 works-with")
+
+
+def _columns_line(caps: dict[str, Any]) -> html.Div:
+    """The job columns grouped by status: real, derived (with how, on hover) and absent."""
+    cols = caps["columns"]
+
+    def names(status: str) -> list:
+        return [
+            html.Span(c, title=cols[c]["note"], className=f"col-{status} me-2")
+            for c in cols
+            if cols[c]["status"] == status
+        ]
+
+    return html.Div(
+        [
+            html.Div([html.Span("real: ", className="text-muted"), *names(REAL)]),
+            html.Div([html.Span("derived: ", className="text-muted"), *(names(DERIVED) or ["none"])]),
+            html.Div([html.Span("not in this trace: ", className="text-muted"), *(names(ABSENT) or ["none"])]),
+        ],
+        className="small mb-2 columns-status",
+    )
+
+
 def dataset_card(ds: Dataset) -> dbc.Card:
     """Everything known about one dataset."""
     meta = ds.meta
@@ -100,6 +131,10 @@ def dataset_card(ds: Dataset) -> dbc.Card:
                         [el for k, v in facts for el in (html.Dt(k), html.Dd(v))],
                         className="stat-list small",
                     ),
+                    html.H6("Works with"),
+                    _works_list(capabilities(meta)),
+                    html.H6("Columns"),
+                    _columns_line(capabilities(meta)),
                     html.H6("Attribution"),
                     dcc.Markdown(_text(meta.get("attribution")), className="small"),
                     html.H6("Data quality"),

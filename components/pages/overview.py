@@ -83,22 +83,30 @@ layout = page_layout(
 
 
 def cluster_cards(state: dict[str, Any]) -> pl.DataFrame:
-    """Per-cluster card figures: GPUs, jobs, GPU jobs, active users, completion rate and GPU-hours."""
+    """Per-cluster card figures: GPUs, jobs, GPU jobs, unfinished jobs, active users, completion rate, GPU-hours."""
 
     def compute() -> pl.DataFrame:
-        summary, active = query_cache.parallel(
-            lambda: access.query("cluster_summary", state), lambda: access.active_users(state)
+        summary, active, states = query_cache.parallel(
+            lambda: access.query("cluster_summary", state),
+            lambda: access.active_users(state),
+            lambda: access.query("job_states", state),
         )
         summary = summary.filter(pl.col("id") != "total")
-        gpu_time = pl.col("complete_gpu_time") + pl.col("cancel_gpu_time") + pl.col("fail_gpu_time")
-        return summary.select(
-            pl.col("id").alias("cluster"),
-            "gpu_num",
-            "job_num",
-            "gpu_job_num",
-            (pl.col("complete_rate") * 100).alias("completion_pct"),
-            (gpu_time / 3600).alias("gpu_hours"),
-        ).join(active, on="cluster", how="left")
+        return (
+            summary.select(
+                pl.col("id").alias("cluster"),
+                "gpu_num",
+                "job_num",
+                "gpu_job_num",
+                (pl.col("complete_rate") * 100).alias("completion_pct"),
+            )
+            .join(
+                states.select("cluster", "unfinished_jobs", (pl.col("gpu_time") / 3600).alias("gpu_hours")),
+                on="cluster",
+                how="left",
+            )
+            .join(active, on="cluster", how="left")
+        )
 
     return access.derived("overview_cards", state, compute)
 
@@ -114,15 +122,26 @@ def _fmt(value: Any, pattern: str) -> str:
     return "–" if value is None else pattern.format(value)
 
 
-def _card(row: dict[str, Any]) -> dbc.Card:
+def _absent(problem: str) -> html.Span:
+    return html.Span("not in this trace", title=problem, className="text-muted not-in-trace")
+
+
+def _card(row: dict[str, Any], caps: dict[str, Any]) -> dbc.Card:
+    features = caps["features"]
+
+    def needs(feature: str, value: Any) -> Any:
+        return _absent(features[feature]) if features[feature] else value
+
+    util = html.Span("…", id={"type": UTIL, "cluster": row["cluster"]})
     items = [
-        ("GPUs", _fmt(row["gpu_num"], "{:,}")),
+        ("GPUs", _fmt(row["gpu_num"], "{:,}") if row["gpu_num"] is not None else _absent("no GPU capacity table")),
         ("jobs", _fmt(row["job_num"], "{:,}")),
         ("GPU jobs", _fmt(row["gpu_job_num"], "{:,}")),
-        ("mean GPU utilisation", html.Span("…", id={"type": UTIL, "cluster": row["cluster"]})),
-        ("active users", _fmt(row["active_users"], "{:,}")),
-        ("completion rate", _fmt(row["completion_pct"], "{:.1f} %")),
-        ("GPU-hours", _fmt(row["gpu_hours"], "{:,.0f}")),
+        *([("unfinished jobs", _fmt(row["unfinished_jobs"], "{:,}"))] if row["unfinished_jobs"] else []),
+        ("mean GPU utilisation", needs("utilisation", util)),
+        ("active users", needs("users", _fmt(row["active_users"], "{:,}"))),
+        ("completion rate", needs("final_states", _fmt(row["completion_pct"], "{:.1f} %"))),
+        ("GPU-hours", needs("durations", _fmt(row["gpu_hours"], "{:,.0f}"))),
     ]
     return dbc.Card(
         dbc.CardBody(
@@ -147,7 +166,9 @@ def render(state: dict[str, Any]):
         return dbc.Alert(str(exc), color="danger"), [], []
     if cards.is_empty():
         return dbc.Alert("No jobs match the current filters.", color="info"), [], []
-    row = dbc.Row([dbc.Col(_card(r), xs=12, sm=6, xl=3, className="mb-3") for r in cards.to_dicts()], className="g-3")
+    caps = access.dataset_capabilities(state["dataset"])
+    card_cols = [dbc.Col(_card(r, caps), xs=12, sm=6, xl=3, className="mb-3") for r in cards.to_dicts()]
+    row = dbc.Row(card_cols, className="g-3")
     cols = [
         {"field": c, "headerName": SUMMARY_HEADERS.get(c, c), "pinned": "left" if c == "id" else None, "minWidth": 110}
         for c in summary.columns
