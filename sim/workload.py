@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from analytics.schema import GPUS_PER_NODE
+from analytics.schema import GPUS_PER_NODE, WHOLE_CLUSTER_VC
 from sim.model import Workload
 
 _US_PER_S = 1_000_000
@@ -69,6 +69,15 @@ def vc_nodes_on(vc_gpus: pl.DataFrame, cluster: str, on: date, gpus_per_node: in
         rows = rows.filter(pl.col("date") == on)
     latest = rows.sort("date").group_by("vc").agg(pl.col("gpus").last())
     return {vc: int(g) // gpus_per_node for vc, g in latest.iter_rows()}
+
+
+def pool_whole_cluster(window: Window, vc_nodes: dict[str, int]) -> Window:
+    """When only the whole cluster's capacity is known (VC `*`, e.g. Alibaba), every VC's jobs share that one pool."""
+    if WHOLE_CLUSTER_VC not in vc_nodes or any(vc in vc_nodes for vc in window.vcs if vc != WHOLE_CLUSTER_VC):
+        return window
+    pooled = (WHOLE_CLUSTER_VC,)
+    jobs, history = (df.with_columns(pl.lit(WHOLE_CLUSTER_VC).alias("vc")) for df in (window.jobs, window.history))
+    return Window(jobs, history, window.start, window.end, pooled)
 
 
 def read_vc_nodes_csv(path: str | Path) -> dict[str, int]:

@@ -89,8 +89,10 @@ def running_queued(spec: Spec) -> pl.DataFrame:
 
 
 def monthly(spec: Spec) -> pl.DataFrame:
-    """Monthly single/multi-GPU job counts joined with monthly utilisation."""
+    """Monthly single/multi-GPU job counts joined with monthly utilisation (when the dataset has it)."""
     state = spec["state"]
+    if access.missing_feature(state["dataset"], ("utilisation",)):
+        return access.query("monthly_jobs", state)
     jobs, util = query_cache.parallel(
         lambda: access.query("monthly_jobs", state), lambda: access.query("monthly_utilization", state)
     )

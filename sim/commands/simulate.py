@@ -128,6 +128,7 @@ def simulate(args) -> dict:
         vcs = sorted(listed & set(jobs.filter(pl.col("gpu_num") > 0).get_column("vc").unique().to_list()))
     window = workload.select_window(jobs, cluster, vcs, parse_time(args.start), parse_time(args.end, end_of_day=True))
     vc_nodes = _vc_nodes(args, vc_gpus, cluster, window)
+    window = workload.pool_whole_cluster(window, vc_nodes)
     predicted_s, estimator = _predictions(args, window)
     wl = workload.to_workload(window, vc_nodes, predicted_s, args.load_factor)
     config = SimConfig(

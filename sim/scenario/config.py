@@ -10,13 +10,14 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from analytics.capabilities import capabilities
 from analytics.schema import GPUS_PER_NODE
 from analytics.store import Dataset, open_dataset
 from sim import placers, policies
@@ -190,10 +191,42 @@ def scenario_inputs(dataset: Dataset, cluster: str) -> tuple[pl.DataFrame, pl.Da
     return jobs, dataset.vc_gpus()
 
 
+CES_MIN_HISTORY_DAYS = 7  # the CES forecaster learns from at least a week (its features reach one week back)
+
+
+def _first_submit_day(dataset: Dataset, cluster: str) -> date | None:
+    jobs = dataset.jobs().filter(pl.col("cluster") == cluster).select(pl.col("submit_time").min()).collect()
+    first = jobs.item() if jobs.height else None
+    return first.date() if first is not None else None
+
+
+def check_applicable(config: ScenarioConfig, dataset: Dataset) -> None:
+    """Raise ScenarioError, before anything runs, when the dataset cannot support what the scenario asks."""
+    features = capabilities(dataset.meta)["features"]
+    if features["whatif"]:
+        raise ScenarioError(f"The what-if replay does not apply to dataset {dataset.name}: {features['whatif']}.")
+    if not config.ces.enabled:
+        return
+    if features["ces"]:
+        raise ScenarioError(
+            f"CES does not apply to dataset {dataset.name}: {features['ces']} (its forecaster learns from the "
+            "recorded busy nodes before the window, whichever schedule is replayed)."
+        )
+    first = _first_submit_day(dataset, config.cluster)
+    earliest = first + timedelta(days=CES_MIN_HISTORY_DAYS) if first else None
+    if earliest and (config.start is None or date.fromisoformat(config.start) < earliest):
+        raise ScenarioError(
+            f"CES trains its forecaster on the {CES_MIN_HISTORY_DAYS} days or more before the window, and "
+            f"{config.cluster} starts on {first}: start the window on {earliest} or later."
+        )
+
+
 def open_request(config: ScenarioConfig | dict[str, Any], data_dir: Path | None = None) -> ScenarioRequest:
-    """Validate config (or its dict form) once, open its dataset under data_dir once and key the pair."""
+    """Validate config (or its dict form) once, open its dataset under data_dir once, check the dataset can
+    support it, and key the pair."""
     checked = config_from_dict(config) if isinstance(config, dict) else validate(config)
     if not checked.dataset:
         raise ScenarioError("choose a dataset")
     dataset = open_dataset(checked.dataset, data_dir)
+    check_applicable(checked, dataset)
     return ScenarioRequest(checked, dataset, scenario_key(dataset.version, checked))

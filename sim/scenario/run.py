@@ -205,6 +205,7 @@ def _prepare(config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, 
     window = _window(config, jobs)
     nodes = workload.vc_nodes_on(vc_gpus, config.cluster, window.start.date(), config.gpus_per_node)
     nodes = workload.scale_nodes(nodes, config.capacity_scale)
+    window = workload.pool_whole_cluster(window, nodes)
     reporter.report(step * 0.5, f"predicting durations ({config.estimator})")
     predicted, importance = predictions_and_importance(config.estimator, window, config.seed, config.noise_level)
     return window, workload.to_workload(window, nodes, predicted, config.load_factor), importance
