@@ -1,0 +1,60 @@
+"""The what-if scenario on the bundled public datasets: it runs where it applies and says why where it does not."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from analytics.ingest.bundled import build
+from sim.scenario import ScenarioConfig, open_request, run_request
+from sim.scenario.config import CES_MIN_HISTORY_DAYS, CesOptions, ScenarioError
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bundled")
+    for name in ("philly", "alibaba"):
+        build(name, root)
+    return root
+
+
+def _placed(result, policy: str) -> tuple[int, int]:
+    """(jobs, placed jobs) of one policy's replay."""
+    records = result.records.filter(pl.col("scheme") == policy)
+    return records.height, int(records["placed"].sum())
+
+
+@pytest.mark.parametrize(
+    ("dataset", "cluster", "start", "end"),
+    [("philly", "Philly", "2017-12-01", "2017-12-07"), ("alibaba", "Alibaba-openb", "2023-05-20", "2023-05-30")],
+)
+def test_fifo_sjf_qssf_place_every_job(root, dataset, cluster, start, end):
+    config = ScenarioConfig(dataset=dataset, cluster=cluster, start=start, end=end, policies=("fifo", "sjf", "qssf"))
+    result = run_request(open_request(config, root))
+    for policy in ("fifo", "sjf", "qssf"):
+        jobs, placed = _placed(result, policy)
+        assert jobs > 100 and placed >= 0.99 * jobs, (policy, jobs, placed)
+
+
+def test_alibaba_vcs_share_the_whole_cluster_pool(root):
+    config = ScenarioConfig(dataset="alibaba", cluster="Alibaba-openb", start="2023-05-20", policies=("fifo",))
+    result = run_request(open_request(config, root))
+    jobs, placed = _placed(result, "fifo")
+    assert result.vc_nodes == {"*": 6212 // 8} and placed == jobs > 0
+
+
+def test_ces_without_start_times_is_refused_before_running(root):
+    config = ScenarioConfig(dataset="philly", cluster="Philly", start="2017-12-01", ces=CesOptions(enabled=True))
+    with pytest.raises(ScenarioError, match="CES does not apply to dataset philly: the Philly job list has no start"):
+        open_request(config, root)
+
+
+def test_ces_needs_history_before_the_window(root):
+    config = ScenarioConfig(dataset="alibaba", cluster="Alibaba-openb", ces=CesOptions(enabled=True))
+    with pytest.raises(ScenarioError, match=f"{CES_MIN_HISTORY_DAYS} days or more before the window"):
+        open_request(config, root)
+    later = ScenarioConfig(
+        dataset="alibaba", cluster="Alibaba-openb", start="2023-05-01", policies=("fifo",), ces=CesOptions(enabled=True)
+    )
+    result = run_request(open_request(later, root))
+    assert result.ces["metrics"]["steps"] > 0
