@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "analytics.commands.datasets",
     "sim.commands.simulate",
     "sim.commands.ces",
+    "sim.commands.whatif",
     "sim.commands.sweep",
     "components.commands.serve",
     "components.commands.user",

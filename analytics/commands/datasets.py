@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from analytics import store
+from analytics.capabilities import ABSENT, DERIVED, REAL, capabilities
 from analytics.commands.common import fail, print_json
 
 
@@ -15,7 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="list datasets, or show one dataset's metadata and data-quality report",
         description="Without --dataset, list every dataset under $HELIOS_DATA_DIR with its period, job count and "
         "source. With --dataset NAME, print that dataset's metadata: source, clusters, period, row counts, "
-        "attribution and the data-quality report of its ingest.",
+        "attribution, which columns are real, derived or absent and which pages work with it, and the "
+        "data-quality report of its ingest.",
     )
     p.add_argument("--dataset", metavar="NAME", help="show this dataset's metadata and quality report")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -64,10 +66,24 @@ def _show(name: str, as_json: bool) -> int:
     print(f"clusters: {', '.join(meta.get('clusters', []))}")
     print(f"period: {_period(meta)}; jobs: {_jobs(meta)}")
     print(f"attribution: {meta.get('attribution', '?')}")
+    for line in _capability_lines(capabilities(meta)):
+        print(line)
     print("data quality:")
     for line in _issue_lines(meta.get("quality") or {}):
         print(f"  {line}")
     return 0
+
+
+def _capability_lines(caps: dict) -> list[str]:
+    columns = caps["columns"]
+    lines = []
+    for status in (REAL, DERIVED, ABSENT):
+        chosen = [(c, v["note"]) for c, v in columns.items() if v["status"] == status]
+        named = [f"{c} ({note})" if status == DERIVED else c for c, note in chosen]
+        lines.append(f"{status} columns: {', '.join(named) or 'none'}")
+    lines.append("works with:")
+    lines += [f"  {page}: {problem or 'yes'}" for page, problem in caps["pages"].items()]
+    return lines
 
 
 def run_datasets(args: argparse.Namespace) -> int:

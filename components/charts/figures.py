@@ -320,7 +320,8 @@ def gpu_num_cdf_figure(df: pl.DataFrame, weight: str = "jobs") -> go.Figure:
 
 
 def final_state_figure(df: pl.DataFrame, x: str = "gpu_num", title: str = "Final state by GPUs per job") -> go.Figure:
-    """100 % stacked bars of final-state shares (columns <x>, completed_pct, cancelled_pct, failed_pct)."""
+    """100 % stacked bars of final-state shares (columns <x>, completed_pct, cancelled_pct, failed_pct, and optionally
+    unfinished_jobs, the selection's unfinished jobs, named in a subtitle)."""
     if df.is_empty():
         return empty_figure(title=title)
     fig = go.Figure()
@@ -339,6 +340,9 @@ def final_state_figure(df: pl.DataFrame, x: str = "gpu_num", title: str = "Final
     fig.update_xaxes(type="category")
     fig.update_yaxes(range=[0, 100.5], ticksuffix=" %")
     x_title = "GPUs per job" if x == "gpu_num" else x.replace("_", " ")
+    unfinished = int(df["unfinished_jobs"].max() or 0) if "unfinished_jobs" in df.columns else 0
+    if unfinished:
+        title += f"<br><sup>{unfinished:,} unfinished jobs (running or pending when the trace ends) are left out</sup>"
     return style(fig, title, x_title, "share of jobs (%)")
 
 

@@ -88,6 +88,18 @@ def running_queued(spec: Spec) -> pl.DataFrame:
     return access.derived("running_queued", state, compute)
 
 
+def with_unfinished(query: str, **kwargs: Any) -> Callable[[Spec], pl.DataFrame]:
+    """A final-state query's frame with the selection's unfinished job count (left out of the shares) beside it."""
+
+    def data(spec: Spec) -> pl.DataFrame:
+        shares, states = query_cache.parallel(
+            lambda: access.query(query, spec["state"], **kwargs), lambda: access.query("job_states", spec["state"])
+        )
+        return shares.with_columns(pl.lit(int(states["unfinished_jobs"].sum())).alias("unfinished_jobs"))
+
+    return data
+
+
 def monthly(spec: Spec) -> pl.DataFrame:
     """Monthly single/multi-GPU job counts joined with monthly utilisation (when the dataset has it)."""
     state = spec["state"]
@@ -142,9 +154,9 @@ CHARTS: dict[str, Chart] = {
     "duration_cpu": Chart(_q("duration_cdf", kind="cpu"), partial(figures.duration_cdf_figure, kind="cpu")),
     "gpu_num_jobs": Chart(_q("gpu_num_cdf", weight="jobs"), partial(figures.gpu_num_cdf_figure, weight="jobs")),
     "gpu_num_time": Chart(_q("gpu_num_cdf", weight="gpu_time"), partial(figures.gpu_num_cdf_figure, weight="gpu_time")),
-    "state_by_gpu": Chart(_q("final_state_by_gpu_num"), figures.final_state_figure, ("final_states",)),
+    "state_by_gpu": Chart(with_unfinished("final_state_by_gpu_num"), figures.final_state_figure, ("final_states",)),
     "state_cpu_gpu": Chart(
-        _q("final_state_cpu_vs_gpu"),
+        with_unfinished("final_state_cpu_vs_gpu"),
         partial(figures.final_state_figure, x="job_type", title="Final state of CPU and GPU jobs"),
         ("final_states",),
     ),

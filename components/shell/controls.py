@@ -108,7 +108,7 @@ def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
                 {"xs": 12, "md": 6, "xl": 3},
             ),
             _labelled(
-                "Final states",
+                "States",
                 dcc.Dropdown(id=STATES, options=list(schema.STATES), multi=True, placeholder="all states"),
                 wide,
             ),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 
+import cli
 from analytics.ingest.bundled import build
 from sim.scenario import ScenarioConfig, open_request, run_request
 from sim.scenario.config import CES_MIN_HISTORY_DAYS, CesOptions, ScenarioError
@@ -58,3 +61,21 @@ def test_ces_needs_history_before_the_window(root):
     )
     result = run_request(open_request(later, root))
     assert result.ces["metrics"]["steps"] > 0
+
+
+def test_helios_whatif_runs_the_panel_scenario(root, monkeypatch, capsys):
+    monkeypatch.setenv("HELIOS_DATA_DIR", str(root))
+    argv = ["whatif", "--dataset", "alibaba", "--cluster", "Alibaba-openb", "--start", "2023-05-25", "--json"]
+    assert cli.main([*argv, "--policies", "fifo,qssf"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [row["scheme"] for row in out["summary"]] == ["recorded", "fifo", "qssf"]
+    assert out["vc_nodes"] == {"*": 776} and out["ces"] is None
+
+
+def test_helios_whatif_and_sweep_refuse_what_the_dataset_cannot_do(root, monkeypatch, capsys):
+    monkeypatch.setenv("HELIOS_DATA_DIR", str(root))
+    scope = ["--dataset", "philly", "--cluster", "Philly", "--start", "2017-12-01", "--ces"]
+    assert cli.main(["whatif", *scope]) == 2
+    assert cli.main(["sweep", *scope, "--grid", "load_factor=1,2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("CES does not apply to dataset philly") == 2

@@ -1,0 +1,64 @@
+"""`helios whatif`: the what-if panel's scenario from the command line (policies, predictor, CES) on any dataset."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import polars as pl
+
+from analytics.commands.common import fail, print_json
+from analytics.store import DatasetError
+from sim.commands.scenario_options import add_scenario_arguments, base_config
+from sim.scenario import ScenarioError, open_request, run_request
+
+SHOWN = ("scheme", "jobs", "avg_jct_s", "median_jct_s", "avg_queue_s", "gpu_util_pct", "unplaceable")
+
+
+def register(subparsers) -> None:
+    """Add the `whatif` sub-command to subparsers."""
+    p = subparsers.add_parser(
+        "whatif",
+        help="run one what-if scenario (the dashboard's What-if panel) and compare it with what happened",
+        description=(
+            "Replay the GPU jobs of one cluster's window under each chosen policy (and optionally CES), exactly as "
+            "the dashboard's What-if panel does, and print each scheme beside the recorded one. A scenario the "
+            "dataset cannot support (e.g. CES on a trace without start times) is refused with the reason."
+        ),
+    )
+    add_scenario_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the summary (and CES metrics) as JSON")
+    p.set_defaults(func=run_command)
+
+
+def _print_summary(summary: pl.DataFrame) -> None:
+    shown = summary.select([c for c in SHOWN if c in summary.columns])
+    texts = [[f"{v:,.1f}" if isinstance(v, float) else str(v) for v in row] for row in shown.iter_rows()]
+    widths = [max(len(c), *(len(t[i]) for t in texts)) + 2 for i, c in enumerate(shown.columns)]
+    print("".join(c.rjust(w) for c, w in zip(shown.columns, widths, strict=True)))
+    for row in texts:
+        print("".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
+
+
+def _stderr_progress(fraction: float, message: str) -> None:
+    print(f"[{fraction * 100:5.1f} %] {message}", file=sys.stderr, flush=True)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Entry point of `helios whatif`."""
+    try:
+        request = open_request(base_config(args))
+        result = run_request(request, _stderr_progress)
+    except (ScenarioError, DatasetError, ValueError, OSError) as exc:
+        return fail(str(exc))
+    ces = (result.ces or {}).get("metrics")
+    if args.json:
+        print_json(
+            {"window": result.window, "vc_nodes": result.vc_nodes, "summary": result.summary.to_dicts(), "ces": ces}
+        )
+        return 0
+    print(f"{request.config.cluster}: {result.window[0]} .. {result.window[1]}, {result.jobs:,} GPU jobs")
+    _print_summary(result.summary)
+    for name, value in (ces or {}).items():
+        print(f"  ces {name}: {value}")
+    return 0
