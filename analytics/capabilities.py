@@ -104,7 +104,10 @@ def column_status(meta: dict[str, Any]) -> dict[str, dict[str, str]]:
 
 def _capacity_problem(meta: dict[str, Any], feature: Feature) -> str | None:
     if not (meta.get("row_counts") or {}).get("vc_gpus"):
-        return "it has no GPU capacity (ingest it with a capacity table, e.g. --vc-nodes for Philly)"
+        return (
+            "it has no GPU capacity table (Philly: ingest with --vc-nodes; Alibaba: put "
+            "openb_node_list_gpu_node.csv beside the pod list)"
+        )
     if feature.per_vc_capacity and meta.get("capacity_scope") == "cluster":
         return "its GPU capacity is known for the whole cluster only, not per VC"
     return None

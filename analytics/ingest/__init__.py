@@ -15,7 +15,7 @@ import polars as pl
 
 from analytics import store
 from analytics.ingest import quality
-from analytics.ingest.alibaba import DEFAULT_ORIGIN, open_alibaba
+from analytics.ingest.alibaba import DEFAULT_ORIGIN, open_alibaba_source
 from analytics.ingest.archive import DEFAULT_MAX_MEMBER_BYTES
 from analytics.ingest.helios import open_helios
 from analytics.ingest.parse import TIME_FORMAT, IngestError, Source
@@ -56,7 +56,8 @@ def _open_philly(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
 
 @contextmanager
 def _open_alibaba(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
-    yield open_alibaba(path, options.origin)
+    with open_alibaba_source(path, options.origin, options.max_member_bytes) as alibaba_input:
+        yield alibaba_input
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import polars as pl
 
 from analytics import schema
+from analytics.ingest.archive import extract_members, member_path, open_zip
 from analytics.ingest.parse import (
     INT32_MAX,
     ISSUE_PREFIX,
@@ -130,7 +135,7 @@ class AlibabaInput:
     """The pod list and GPU node list of an Alibaba openb trace folder, anchored at a nominal origin."""
 
     pod_path: Path
-    node_path: Path
+    node_path: Path | None  # None: no GPU node list, capacity unknown
     origin: datetime
     steps: int = 1
 
@@ -140,21 +145,23 @@ class AlibabaInput:
             label = str(self.pod_path)
             text = read_text_csv(self.pod_path, label, POD_REQUIRED, POD_OPTIONAL)
             jobs = pods_to_jobs(parse_columns(text, POD_KINDS, label, required=POD_REQUIRED), self.origin)
-            total_gpus = read_total_gpus(self.node_path)
+            total_gpus = read_total_gpus(self.node_path) if self.node_path else None
             span = jobs.select(first_last_day("submit_time", "end_time")).row(0)
             check_span(*span, label)
+        capacity = daily_capacity(total_gpus, *span) if total_gpus is not None else schema.empty_vc_gpus()
         return Source(
             jobs=jobs,
-            vc_gpus=daily_capacity(total_gpus, *span),
+            vc_gpus=capacity,
             labels={CLUSTER: label},
             source_columns=supplied_columns(set(text.columns)),
             meta=self._meta(total_gpus),
         )
 
-    def _meta(self, total_gpus: int) -> dict[str, object]:
+    def _meta(self, total_gpus: int | None) -> dict[str, object]:
+        no_nodes = [f"no {NODE_FILE} beside the pod list: GPU capacity unknown"] if total_gpus is None else []
         return {
             "origin": self.origin.strftime(TIME_FORMAT),
-            "node_list": str(self.node_path),
+            "node_list": self.node_path.name if self.node_path else None,
             "total_gpus": total_gpus,
             "capacity_scope": "cluster",
             "notes": [
@@ -163,6 +170,7 @@ class AlibabaInput:
                 "pod_phase Succeeded -> COMPLETED, Failed -> FAILED, Running/Pending -> RUNNING/PENDING",
                 "a pod never scheduled has start_time and queue null and duration 0 (flagged never_started)",
                 "vc_gpus: vc '*' = whole-cluster GPU capacity (sum of the node list), not split by VC (qos)",
+                *no_nodes,
             ],
         }
 
@@ -194,7 +202,7 @@ def find_pod_list(folder: Path) -> Path:
 
 def open_alibaba(path: Path, origin: str) -> AlibabaInput:
     """Prepare an Alibaba ingest from the trace folder (its default or only pod list) or one pod list file, with the
-    GPU node list beside it."""
+    GPU node list beside it when there is one (without it the GPU capacity is unknown)."""
     if path.is_dir():
         folder, pod_path = path, find_pod_list(path)
     elif path.is_file():
@@ -202,6 +210,20 @@ def open_alibaba(path: Path, origin: str) -> AlibabaInput:
     else:
         raise IngestError(f"{path}: no such file or folder")
     check_time_columns(pod_path)
-    if not (folder / NODE_FILE).is_file():
-        raise IngestError(f"{folder}: {NODE_FILE} not found beside the pod list (the cluster's GPU capacity)")
-    return AlibabaInput(pod_path, folder / NODE_FILE, parse_origin(origin))
+    node_path = folder / NODE_FILE
+    return AlibabaInput(pod_path, node_path if node_path.is_file() else None, parse_origin(origin))
+
+
+@contextmanager
+def open_alibaba_source(path: Path, origin: str, max_member_bytes: int) -> Iterator[AlibabaInput]:
+    """Open an Alibaba trace folder, pod list file or zip of them (its CSV members extracted to a temp folder)."""
+    if not zipfile.is_zipfile(path):
+        yield open_alibaba(path, origin)
+        return
+    with open_zip(path) as archive, tempfile.TemporaryDirectory(prefix="helios-alibaba-") as tmp:
+        members = [n for n in archive.namelist() if PurePosixPath(n).name.startswith("openb_") and n.endswith(".csv")]
+        extract_members(archive, members, Path(tmp), max_member_bytes, lambda n: f"{path}:{n}")
+        folders = {(Path(tmp) / member_path(n, str(path))).parent for n in members}
+        if len(folders) != 1:
+            raise IngestError(f"{path}: expected the openb_*.csv files of one trace folder, found {len(folders)}")
+        yield open_alibaba(folders.pop(), origin)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import zipfile
 from pathlib import Path
 
 import polars as pl
@@ -114,3 +115,21 @@ def test_alibaba_variant_without_times_says_which_columns(data_root):
     message = str(err.value)
     assert "no creation_time, scheduled_time, deletion_time column(s)" in message
     assert "openb_pod_list_default.csv" in message and "\n" not in message
+
+
+def test_alibaba_zip_of_the_trace_folder_ingests(tmp_path, data_root):
+    archive = tmp_path / "openb.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted((PUBLIC_DIR / "alibaba_openb").iterdir()):
+            zf.write(path, f"alibaba_openb/{path.name}")
+    ds = ingest(archive, "alibaba-openb", "zipped")
+    assert ds.jobs().collect().height == 8152 and ds.meta["total_gpus"] == 6212
+
+
+def test_alibaba_pod_list_alone_has_no_capacity_and_says_so(tmp_path, data_root):
+    shutil.copy(VARIANTS / "openb_pod_list_cpu050.csv", tmp_path / "openb_pod_list_cpu050.csv")
+    ds = ingest(tmp_path / "openb_pod_list_cpu050.csv", "alibaba-openb", "alone")
+    assert ds.vc_gpus().height == 0
+    features = ds.meta["capabilities"]["features"]
+    assert "no GPU capacity table" in features["utilisation"] and "no GPU capacity table" in features["whatif"]
+    assert features["durations"] is None
