@@ -34,6 +34,10 @@ FORMAT_LABELS: dict[str, str] = {
     "philly": "the Philly job list",
     "alibaba-openb": "the Alibaba pod list",
 }
+# What a format's source leaves out by construction, beyond absent columns (feature -> reason).
+FORMAT_LACKS: dict[str, dict[str, str]] = {
+    "philly": {"cpu_jobs": "the Philly job list has GPU jobs only"},
+}
 COLUMN_WORDS: dict[str, str] = {
     "user": "users",
     "state": "final states",
@@ -61,6 +65,7 @@ class Feature:
 
 FEATURES: dict[str, Feature] = {
     "durations": Feature("job durations and GPU time", ("duration",)),
+    "cpu_jobs": Feature("CPU jobs", ()),
     "utilisation": Feature("GPU utilisation over time", ("start_time", "duration"), capacity=True),
     "queueing": Feature("queueing delays and queued jobs", ("start_time", "queue")),
     "final_states": Feature("final states (completed, cancelled, failed)", ("state",)),
@@ -116,6 +121,9 @@ def _capacity_problem(meta: dict[str, Any], feature: Feature) -> str | None:
 def feature_problem(meta: dict[str, Any], name: str, columns: dict[str, dict[str, str]] | None = None) -> str | None:
     """Why a dataset cannot support the feature (one sentence), or None when it can."""
     feature = FEATURES[name]
+    lacks = FORMAT_LACKS.get(meta.get("format", ""), {})
+    if name in lacks:
+        return lacks[name]
     columns = columns or column_status(meta)
     missing = [c for c in feature.columns if columns[c]["status"] == ABSENT]
     if missing:

@@ -151,7 +151,9 @@ CHARTS: dict[str, Chart] = {
     "vc_util": Chart(_q("vc_utilization"), figures.vc_utilization_figure, ("vc_utilisation",)),
     # Jobs page.
     "duration_gpu": Chart(_q("duration_cdf", kind="gpu"), partial(figures.duration_cdf_figure, kind="gpu")),
-    "duration_cpu": Chart(_q("duration_cdf", kind="cpu"), partial(figures.duration_cdf_figure, kind="cpu")),
+    "duration_cpu": Chart(
+        _q("duration_cdf", kind="cpu"), partial(figures.duration_cdf_figure, kind="cpu"), ("cpu_jobs",)
+    ),
     "gpu_num_jobs": Chart(_q("gpu_num_cdf", weight="jobs"), partial(figures.gpu_num_cdf_figure, weight="jobs")),
     "gpu_num_time": Chart(_q("gpu_num_cdf", weight="gpu_time"), partial(figures.gpu_num_cdf_figure, weight="gpu_time")),
     "state_by_gpu": Chart(with_unfinished("final_state_by_gpu_num"), figures.final_state_figure, ("final_states",)),

@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from analytics.ingest.bundled import BUNDLED, build
+
 pytestmark = pytest.mark.browser
 
 
@@ -16,6 +18,8 @@ def server_url(tmp_path_factory, chromium_path, write_small, gunicorn_app) -> st
     data = root / "data"
     write_small("helios-synth", data)
     write_small("philly-mini", data, n_jobs=800, clusters=("Philly",))
+    for name in BUNDLED:
+        build(name, data)
     env = {**os.environ, "HELIOS_DATA_DIR": str(data), "HELIOS_CACHE_DIR": str(root / "cache")}
     with gunicorn_app(root / "server.log", env) as url:
         yield url
@@ -44,6 +48,37 @@ def test_every_page_opens_without_console_errors(page, server_url, path):
     if path in ("/cluster", "/jobs", "/users", "/compare"):
         page.wait_for_function(f"document.querySelectorAll('{PLOTS}').length >= 4")
         assert page.locator("text=No jobs match the current filters.").count() == 0
+    assert page.errors == []
+
+
+# What each bundled dataset lacks, shown where a page needs it (the rest of the page still draws).
+ABSENT_ON: dict[tuple[str, str], str] = {
+    ("philly", "/cluster"): "Not in this trace: the Philly job list has no start times",
+    ("philly", "/users"): "Not in this trace: the Philly job list has no users",
+    ("philly", "/jobs"): "Not in this trace: the Philly job list has GPU jobs only",
+    ("alibaba", "/users"): "Not in this trace: the Alibaba pod list has no users",
+}
+
+
+@pytest.mark.parametrize("dataset", ["philly", "alibaba"])
+def test_bundled_datasets_say_what_they_lack_instead_of_zeros(page, server_url, dataset):
+    for path in ("/", "/cluster", "/jobs", "/users"):
+        open_page(page, f"{server_url}{path}?ds={dataset}")
+        if path == "/":
+            page.wait_for_selector(".cluster-card")
+            cell = page.locator(".cluster-card dd").nth(3 if dataset == "philly" else 4)
+            page.wait_for_function("el => el.innerText !== '…'", arg=cell.element_handle())
+            util = cell.inner_text()
+            assert util == "not in this trace" if dataset == "philly" else util.endswith(" %"), util
+            assert "GPU-hours\n0\n" not in page.locator(".cluster-card").inner_text()
+            continue
+        page.wait_for_function(f"document.querySelectorAll('{PLOTS}').length >= 2")
+        expected = ABSENT_ON.get((dataset, path))
+        if expected:
+            page.wait_for_selector(f"text={expected}")
+        assert page.locator("text=No jobs match the current filters.").count() == 0, (dataset, path)
+    open_page(page, f"{server_url}/data")
+    assert page.locator(".works-with").count() >= 4
     assert page.errors == []
 
 
