@@ -35,6 +35,7 @@ class Workload:
     vc_nodes: tuple[int, ...]  # nodes per VC
     t0_us: int = 0  # window start as a naive-datetime epoch in microseconds (to map results back to dates)
     recorded_start_s: np.ndarray | None = None  # int64 seconds since t0 of the real start, -1 when unknown
+    recorded_ended: np.ndarray | None = None  # bool, False for jobs unfinished when the trace was cut (no real JCT)
 
     def __len__(self) -> int:
         return int(self.job_id.shape[0])

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from analytics.schema import GPUS_PER_NODE, WHOLE_CLUSTER_VC
+from analytics.schema import GPUS_PER_NODE, UNFINISHED_STATES, WHOLE_CLUSTER_VC
 from sim.model import Workload
 
 _US_PER_S = 1_000_000
@@ -108,6 +108,13 @@ def _seconds_since(col: str, t0: datetime) -> pl.Expr:
     return ((pl.col(col) - pl.lit(t0)).dt.total_microseconds() // _US_PER_S).cast(pl.Int64)
 
 
+def _ended(df: pl.DataFrame) -> np.ndarray | None:
+    """Per job: whether it had ended when the trace was cut (None when the trace has no states)."""
+    if "state" not in df.columns:
+        return None
+    return (~df.get_column("state").is_in(UNFINISHED_STATES)).fill_null(True).to_numpy()
+
+
 def to_workload(
     window: Window,
     vc_nodes: dict[str, int],
@@ -142,4 +149,5 @@ def to_workload(
         vc_nodes=tuple(int(vc_nodes.get(v, 0)) for v in names),
         t0_us=int(pl.Series([window.start]).dt.epoch("us")[0]),
         recorded_start_s=df.get_column("_start_s").to_numpy().astype(np.int64),
+        recorded_ended=_ended(df),
     )

@@ -63,7 +63,12 @@ def recorded_records(w: Workload) -> pl.DataFrame | None:
     placed = rec >= 0
     end = np.where(placed, rec + w.duration_s, -1)
     queue = np.where(placed, rec - w.submit_s, -1)
-    return _records_frame(w, RECORDED, rec.astype(np.int64), end, queue, np.zeros(len(w), np.int64))
+    frame = _records_frame(w, RECORDED, rec.astype(np.int64), end, queue, np.zeros(len(w), np.int64))
+    if w.recorded_ended is None or w.recorded_ended.all():
+        return frame
+    # A job still running when the trace was cut has no real end: no recorded JCT (its start and queue stand).
+    ended = pl.Series(w.recorded_ended)
+    return frame.with_columns(pl.when(ended).then(pl.col("jct_s")).alias("jct_s"))
 
 
 def _records_frame(w: Workload, scheme: str, start, end, queue, preempt) -> pl.DataFrame:

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 import cli
+from analytics import store
 from analytics.ingest.bundled import build
 from sim.scenario import ScenarioConfig, open_request, run_request
 from sim.scenario.config import CES_MIN_HISTORY_DAYS, CesOptions, ScenarioError
@@ -79,3 +80,17 @@ def test_helios_whatif_and_sweep_refuse_what_the_dataset_cannot_do(root, monkeyp
     assert cli.main(["sweep", *scope, "--grid", "load_factor=1,2"]) == 2
     err = capsys.readouterr().err
     assert err.count("CES does not apply to dataset philly") == 2
+
+
+def test_recorded_jcts_leave_out_jobs_that_had_not_ended(root):
+    config = ScenarioConfig(dataset="alibaba", cluster="Alibaba-openb", start="2023-05-20", policies=("fifo",))
+    result = run_request(open_request(config, root))
+    recorded = result.records.filter(pl.col("scheme") == "recorded")
+    jobs = store.open_dataset("alibaba", root).jobs().select("job_id", "state").collect()
+    joined = recorded.join(jobs, on="job_id")
+    unfinished = joined.filter(pl.col("state").is_in(["RUNNING", "PENDING"]))
+    assert unfinished.height > 1000 and unfinished["jct_s"].null_count() == unfinished.height
+    ended = joined.filter(pl.col("state").is_in(["COMPLETED", "FAILED"]) & pl.col("placed"))
+    assert ended["jct_s"].null_count() == 0
+    row = result.summary.filter(pl.col("scheme") == "recorded").row(0, named=True)
+    assert row["avg_jct_s"] == pytest.approx(ended["jct_s"].mean(), rel=1e-3)
