@@ -1,14 +1,15 @@
-"""The published Helios numbers (summary table, figure values, Earth's VC capacities): the files of this folder.
+"""The published Helios numbers: every value in one file, helios_reference.json (the summary table and the figure
+values); beside it Earth's real daily VC capacities, an input of the synthetic trace, and the windows of the figures.
 
 Lookup order: `$HELIOS_SHARED_DIR/{spec,data}/` when that variable is set, else the copies in analytics/reference/.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
-from datetime import date
+from dataclasses import dataclass
+from datetime import date, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,26 @@ from analytics import schema
 CLUSTERS: tuple[str, ...] = ("Venus", "Earth", "Saturn", "Uranus")
 STATE_GPU_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)  # Fig 7b: exactly 1..32 GPUs, then >= 64
 REFERENCE_DIR = Path(__file__).resolve().parent
-_SUBDIR = {"helios_reference.json": "spec", "helios_cluster_summary.csv": "data", "earth_vc_gpu_number.csv": "data"}
+_SUBDIR = {"helios_reference.json": "spec", "earth_vc_gpu_number.csv": "data"}
+
+
+@dataclass(frozen=True)
+class FigureWindow:
+    """Where a per-VC figure of the paper looks: cluster, [start, end), days left out, and how many VCs (largest)."""
+
+    cluster: str
+    start: datetime
+    end: datetime
+    excluded_days: tuple[date, ...]
+    top_vcs: int
+
+    def exclude_days_text(self) -> str:
+        """The excluded days as the comma-separated YYYY-MM-DD text the vc_utilization query takes."""
+        return ",".join(d.isoformat() for d in self.excluded_days)
+
+
+# Fig 4: Earth, May 2020 without May 10 (spec helios.md, Fig 4 row), the 10 largest VCs.
+FIG4 = FigureWindow("Earth", datetime(2020, 5, 1), datetime(2020, 6, 1), (date(2020, 5, 10),), 10)
 
 
 def reference_path(filename: str) -> Path:
@@ -45,18 +65,9 @@ def reference() -> dict[str, Any]:
 
 
 def summary_rows() -> dict[str, dict[str, float]]:
-    """The published per-cluster summary (helios_cluster_summary.csv) keyed by id, values as floats."""
-    path = reference_path("helios_cluster_summary.csv")
-    with path.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    out: dict[str, dict[str, float]] = {}
-    for line_no, row in enumerate(rows, start=2):
-        key = row.pop("id")
-        try:
-            out[key] = {k: float(v) for k, v in row.items()}
-        except ValueError as exc:
-            raise ValueError(f"{path}: row {line_no}: {exc}") from exc
-    return out
+    """The published per-cluster summary (helios_cluster_summary.csv, the 'summary' of helios_reference.json) keyed by
+    id (the four clusters and 'total'), values as floats."""
+    return {cid: {k: float(v) for k, v in row.items()} for cid, row in reference()["summary"].items()}
 
 
 def earth_vc_gpus() -> pl.DataFrame:

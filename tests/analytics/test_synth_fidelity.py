@@ -105,14 +105,18 @@ def test_reference_files_load_from_the_repository_copy(monkeypatch):
     monkeypatch.delenv("HELIOS_SHARED_DIR", raising=False)
     assert reference_path("helios_reference.json").parent == REFERENCE_DIR
     assert summary_rows()["total"]["job_num"] == 3362981
+    # The published values live in one file: no other data file in the folder holds them.
+    assert sorted(p.name for p in REFERENCE_DIR.iterdir() if p.suffix in (".csv", ".json")) == [
+        "earth_vc_gpu_number.csv",
+        "helios_reference.json",
+    ]
     earth = earth_vc_gpus()
     assert earth.columns == ["cluster", "vc", "date", "gpus"] and earth.height == 25 * 181
 
 
 def test_reference_files_load_from_a_shared_dir(tmp_path, monkeypatch):
-    for sub, name in (("spec", "helios_reference.json"), ("data", "helios_cluster_summary.csv")):
-        (tmp_path / sub).mkdir(exist_ok=True)
-        shutil.copy(REFERENCE_DIR / name, tmp_path / sub / name)
+    (tmp_path / "spec").mkdir()
+    shutil.copy(REFERENCE_DIR / "helios_reference.json", tmp_path / "spec" / "helios_reference.json")
     monkeypatch.setenv("HELIOS_SHARED_DIR", str(tmp_path))
     assert reference_path("helios_reference.json") == tmp_path / "spec" / "helios_reference.json"
     assert summary_rows()["Venus"]["gpu_num"] == 1022
