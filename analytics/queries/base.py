@@ -93,10 +93,12 @@ def daily_capacity(ds: Dataset, flt: JobFilter, clusters: list[str], vcs: tuple[
 
 
 def mean_capacity(ds: Dataset, flt: JobFilter, clusters: list[str]) -> pl.DataFrame:
-    """Per cluster, the mean daily GPU capacity over the days of the period, truncated to a whole number."""
+    """Per cluster, the mean daily GPU capacity over the days of the period (mean_gpu_num) and truncated to a whole
+    number (gpu_num, as helios_cluster_summary.csv has it)."""
     bounds = period_bounds(ds, flt)
     cap = daily_capacity(ds, flt, clusters)
     if bounds is not None:
         day = pl.col("date")
         cap = cap.filter((day >= bounds[0].date()) & (day.cast(schema.TIMESTAMP) < bounds[1]))
-    return cap.group_by("cluster").agg(pl.col("total_gpu_num").mean().cast(pl.Int64).alias("gpu_num"))
+    mean = pl.col("total_gpu_num").mean()
+    return cap.group_by("cluster").agg(mean.alias("mean_gpu_num"), mean.cast(pl.Int64).alias("gpu_num"))

@@ -222,8 +222,10 @@ def cluster_summary(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     order = _cluster_order(ds, clusters)
     per_cluster = raw.filter(pl.col("id").is_not_null()).join(caps, left_on="id", right_on="cluster", how="left")
     per_cluster = per_cluster.sort(pl.col("id").replace_strict(order, return_dtype=pl.Int64))
+    # The total is the sum of the clusters' mean capacities, truncated once (Helios: 6,220, not 6,218).
+    total_gpus = int(caps["mean_gpu_num"].sum()) if caps["mean_gpu_num"].is_not_null().any() else None
     total = raw.filter(pl.col("id").is_null()).with_columns(
-        id=pl.lit(TOTAL_ID), gpu_num=pl.lit(per_cluster["gpu_num"].sum(), dtype=pl.Int64)
+        id=pl.lit(TOTAL_ID), gpu_num=pl.lit(total_gpus, dtype=pl.Int64)
     )
     out = pl.concat([per_cluster.select(SUMMARY_COLUMNS), total.select(SUMMARY_COLUMNS)], how="vertical_relaxed")
     return out.cast(SUMMARY_SCHEMA).with_columns(pl.col(SUMMARY_ROUNDED_COLUMNS).round(3))  # type: ignore[arg-type]

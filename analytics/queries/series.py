@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -23,6 +23,7 @@ from analytics.queries.base import (
 from analytics.store import Dataset
 
 MINUTE = timedelta(minutes=1)
+_US_PER_DAY = 1440 * colstore.US_PER_MINUTE
 COUNT_COLUMNS: tuple[str, ...] = ("running_gpujob_num", "running_gpu_num", "running_gpu_multi", "running_gpu_single")
 UTIL_SCHEMA: dict[str, pl.DataType] = {
     "cluster": pl.String(),
@@ -43,11 +44,13 @@ THROUGHPUT_SCHEMA: dict[str, pl.DataType] = {
 VC_UTIL_SCHEMA: dict[str, pl.DataType] = {
     "cluster": pl.String(),
     "vc": pl.String(),
-    "gpus": pl.Int64(),
+    "mean_gpus": pl.Float64(),
     **dict.fromkeys(
         ("mean_pct", "median_pct", "q1_pct", "q3_pct", "whisker_low_pct", "whisker_high_pct"), pl.Float64()
     ),
+    "gpu_jobs": pl.Int64(),
     **dict.fromkeys(("avg_gpus_per_job", "avg_duration_s", "avg_queue_s"), pl.Float64()),
+    **dict.fromkeys(("norm_avg_duration_pct", "norm_avg_queue_pct"), pl.Float64()),
 }
 _EVERY_RE = re.compile(r"^[1-9][0-9]{0,3}(m|h|d|w|mo)$")
 
@@ -472,14 +475,19 @@ def _first_per_group(v: np.ndarray, util: np.ndarray, mask: np.ndarray, groups: 
     return out
 
 
-def _vc_job_stats(cols: colstore.JobColumns, keep: np.ndarray, job_v: np.ndarray, flt: JobFilter) -> pl.DataFrame:
-    """Per VC v: mean GPUs, duration and queue delay of the kept jobs of VC v (job_v; -1 = none) submitted in the
-    filter's window."""
+def _vc_job_stats(
+    cols: colstore.JobColumns, keep: np.ndarray, job_v: np.ndarray, flt: JobFilter, excluded: tuple[date, ...]
+) -> pl.DataFrame:
+    """Per VC v: GPU jobs and their mean GPUs, duration and queue delay, of the kept jobs of VC v (job_v; -1 = none)
+    submitted in the filter's window and not on an excluded day."""
     inside = keep & (job_v >= 0)
     if flt.start:
         inside &= cols.submit_us >= colstore.to_us(flt.start)
     if flt.end:
         inside &= cols.submit_us < colstore.to_us(flt.end)
+    for day in excluded:
+        first_us = colstore.to_us(datetime.combine(day, datetime.min.time()))
+        inside &= (cols.submit_us < first_us) | (cols.submit_us >= first_us + _US_PER_DAY)
     rows = np.flatnonzero(inside)
     v, size = job_v[rows], int(job_v.max()) + 1
 
@@ -493,13 +501,38 @@ def _vc_job_stats(cols: colstore.JobColumns, keep: np.ndarray, job_v: np.ndarray
             "avg_duration_s": total(cols.duration_s) / n_jobs,
             "avg_queue_s": total(cols.queue_s) / n_queue,
         }
-    frame = pl.DataFrame({"v": np.arange(size, dtype=np.int64), **means})
+    frame = pl.DataFrame({"v": np.arange(size, dtype=np.int64), "gpu_jobs": n_jobs.astype(np.int64), **means})
     return frame.with_columns(pl.col(list(means)).fill_nan(None))
 
 
-def vc_utilization(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
-    """Per VC: GPUs on the period's first day and box-plot statistics of its per-minute utilisation (%), plus the
-    mean GPUs, duration and queue delay of its GPU jobs (Fig 4)."""
+def parse_days(text: str) -> tuple[date, ...]:
+    """Comma-separated ISO days (YYYY-MM-DD) as dates; an empty text is no day."""
+    try:
+        return tuple(date.fromisoformat(part.strip()) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"exclude_days: {text!r} is not a comma-separated list of YYYY-MM-DD days") from None
+
+
+def _top_vcs(frame: pl.DataFrame, top: int) -> pl.DataFrame:
+    """Per cluster, the `top` VCs with the most mean GPUs (ties: more GPU jobs first, then by name); all if top is 0."""
+    if top <= 0:
+        return frame
+    rank = pl.struct(-pl.col("mean_gpus"), -pl.col("gpu_jobs").fill_null(0), pl.col("vc")).rank("ordinal")
+    return frame.filter(rank.over("cluster") <= top)
+
+
+def _min_max_pct(column: str) -> pl.Expr:
+    """The column min-max normalised over each cluster's rows, in % (null when every value is the same)."""
+    col, low, high = pl.col(column), pl.col(column).min().over("cluster"), pl.col(column).max().over("cluster")
+    return pl.when(high > low).then(100 * (col - low) / (high - low))
+
+
+def vc_utilization(ds: Dataset, flt: JobFilter = NO_FILTER, exclude_days: str = "", top: int | str = 0) -> pl.DataFrame:
+    """Per VC (per cluster, the `top` largest by mean GPUs when top > 0): its mean GPUs over the window's days,
+    box-plot statistics of its per-minute utilisation (%), and its GPU jobs' count, mean GPUs, duration and queue delay
+    with the last two min-max normalised over the VCs shown (Fig 4); the days of exclude_days (YYYY-MM-DD, comma-
+    separated) are left out of all of them."""
+    excluded, top_n = parse_days(exclude_days), int(top)
     grid = _grid(ds, flt)
     if grid is None:
         return empty(VC_UTIL_SCHEMA)
@@ -510,17 +543,23 @@ def vc_utilization(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
     vcs, lookup = _vc_codes(caps, cols)
     offset = start.hour * 60 + start.minute
     by_day = _vc_capacity_by_day(caps, vcs, start, (offset + n_minutes - 1) // 1440 + 1)
+    skipped = [(d - start.date()).days for d in excluded]
+    by_day[:, [d for d in skipped if 0 <= d < by_day.shape[1]]] = np.nan
     if not (np.nan_to_num(by_day) > 0).any():
         return empty(VC_UTIL_SCHEMA)
     events = _vc_events(cols, grid.keep, lookup, start, n_minutes)
     stats = _box_stats(_vc_segments(events, vcs.height, n_minutes, by_day, offset))
-    job_stats = _vc_job_stats(cols, grid.keep & (cols.gpu_num > 0), lookup[cols.pair_code], flt)
-    keys = ["cluster", "vc"]
-    first_day = caps.filter(pl.col("date") == start.date()).select(*keys, "gpus")
+    job_stats = _vc_job_stats(cols, grid.keep & (cols.gpu_num > 0), lookup[cols.pair_code], flt, excluded)
+    with np.errstate(invalid="ignore"):
+        mean_gpus = pl.DataFrame({"v": np.arange(vcs.height, dtype=np.int64), "mean_gpus": np.nanmean(by_day, axis=1)})
     out = (
         stats.join(job_stats, on="v", how="left")
+        .join(mean_gpus, on="v", how="left")
         .with_columns(pl.col("v").cast(pl.UInt32))
         .join(vcs, on="v")
-        .join(first_day, on=keys, how="left")
     )
-    return out.select(VC_UTIL_SCHEMA.keys()).cast(VC_UTIL_SCHEMA).sort(keys)  # type: ignore[arg-type]
+    out = _top_vcs(out, top_n).with_columns(
+        _min_max_pct("avg_duration_s").alias("norm_avg_duration_pct"),
+        _min_max_pct("avg_queue_s").alias("norm_avg_queue_pct"),
+    )
+    return out.select(VC_UTIL_SCHEMA.keys()).cast(VC_UTIL_SCHEMA).sort(["cluster", "vc"])  # type: ignore[arg-type]

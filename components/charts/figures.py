@@ -237,7 +237,7 @@ def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
     """Per-VC utilisation box plots (precomputed quartiles) with VC size on a right axis; click a box to drill."""
     if df.is_empty():
         return empty_figure(title="Utilisation per VC")
-    df = df.sort("gpus", descending=True).head(max_vcs)
+    df = df.sort("mean_gpus", descending=True).head(max_vcs)
     multi = df["cluster"].n_unique() > 1
     labels = [f"{c}/{v}" if multi else str(v) for c, v in zip(df["cluster"], df["vc"], strict=True)]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -260,7 +260,7 @@ def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
     fig.add_trace(
         go.Scatter(
             x=labels,
-            y=df["gpus"],
+            y=df["mean_gpus"],
             customdata=df["vc"].to_list(),
             name="VC size (GPUs)",
             mode="markers",

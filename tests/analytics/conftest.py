@@ -2,8 +2,9 @@
 
 Capacity (vc_gpus): Alpha vcA1 = 8 GPUs every day; vcA2 = 4, 4, 8 (Apr 1, 2, 3), so Alpha has 12, 12, 16 GPUs,
 mean 13.33 -> summary gpu_num 13. Beta vcB1 = 8 every day plus a whole-cluster "*" row of 16 GPUs, so Beta counts
-16 GPUs when no VC is selected (gpu_num 16) and 8 with --vc vcB1. Total gpu_num 13 + 16 = 29. The period the series
-cover is [2020-04-01 00:00, 2020-04-04 00:00) = 4,320 minutes. 2020-04-01 is a Wednesday (weekday 2).
+16 GPUs when no VC is selected (gpu_num 16) and 8 with --vc vcB1. Total gpu_num = the sum of the mean capacities
+truncated once: int(13.33 + 16) = 29. The period the series cover is [2020-04-01 00:00, 2020-04-04 00:00) = 4,320
+minutes. 2020-04-01 is a Wednesday (weekday 2).
 
 job  cluster vc    user gpu cpu state      submit           start            end              dur   queue
 A1   Alpha   vcA1  u1   2   4   COMPLETED  04-01 00:00:30   04-01 00:01:10   04-01 00:03:20   130   40

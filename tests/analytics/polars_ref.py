@@ -109,14 +109,16 @@ def ref_cluster_summary(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame
         return pl.DataFrame(schema=queries_jobs.SUMMARY_SCHEMA)
     period = ref_period(ds, flt).row(0)
     order = [c for c in ds.clusters if c in set(jobs["cluster"])] + sorted(set(jobs["cluster"]) - set(ds.clusters))
-    rows = []
+    rows, means = [], []
     for cluster in order:
         days = [d for d in _days(period[0], period[1])]
         caps = [ref_capacity(ds, flt, cluster, d) for d in days]
         caps = [c for c in caps if c is not None]
         row = _summary_row(jobs.filter(pl.col("cluster") == cluster))
         rows.append({"id": cluster, "gpu_num": int(sum(caps) / len(caps)) if caps else None, **row})
-    total_gpus = sum(r["gpu_num"] for r in rows if r["gpu_num"] is not None)
+        means.append(sum(caps) / len(caps) if caps else None)
+    known = [m for m in means if m is not None]
+    total_gpus = int(sum(known)) if known else None
     rows.append({"id": "total", "gpu_num": total_gpus, **_summary_row(jobs)})
     out = pl.DataFrame(rows, schema=queries_jobs.SUMMARY_SCHEMA)
     return out.with_columns(pl.col(queries_jobs.SUMMARY_ROUNDED_COLUMNS).round(3))
@@ -460,16 +462,22 @@ def ref_user_completion_histogram(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl
     return pl.DataFrame({"bin": list(q.HIST_BINS), "users": counts.tolist()}, schema=schema)
 
 
-def ref_vc_utilization(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
-    """Per VC, box statistics of the expanded per-minute VC utilisation (Polars quantiles) and job means."""
+def ref_vc_utilization(
+    ds: Dataset, flt: JobFilter = NO_FILTER, exclude_days: str = "", top: int | str = 0
+) -> pl.DataFrame:
+    """Per VC, box statistics of the expanded per-minute VC utilisation (Polars quantiles), mean GPUs over the days
+    and job means; excluded days left out; the `top` largest VCs per cluster; duration and queue min-max normalised."""
     period = ref_period(ds, flt)
     if period.is_empty() or ref_jobs(ds, flt, window=False).is_empty():
         return pl.DataFrame(schema=queries_series.VC_UTIL_SCHEMA)
+    excluded = [date.fromisoformat(d) for d in exclude_days.split(",") if d]
     start, end = period.row(0)
     start = start.replace(second=0, microsecond=0)
     caps = ds.vc_gpus().filter(pl.col("cluster").is_in(ref_clusters(ds, flt)) & (pl.col("vc") != "*"))
     if flt.vcs:
         caps = caps.filter(pl.col("vc").is_in(list(flt.vcs)))
+    last_day = (end - timedelta(microseconds=1)).date()
+    caps = caps.filter(pl.col("date").is_between(start.date(), last_day) & ~pl.col("date").is_in(excluded))
     expanded = _expand_minutes(ds, flt, start, end, ["cluster", "vc"]).select(
         "cluster", "vc", "time", "running_gpu_num"
     )
@@ -483,26 +491,35 @@ def ref_vc_utilization(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
         / pl.col("gpus")
     )
     rows = []
-    jobs = ref_jobs(ds, flt).filter(pl.col("gpu_num") > 0)
+    jobs = ref_jobs(ds, flt).filter((pl.col("gpu_num") > 0) & ~pl.col("submit_time").dt.date().is_in(excluded))
     for (cluster, vc), part in sorted(per_min.group_by("cluster", "vc"), key=lambda kv: kv[0]):
         u = part["u"]
         q1, q3 = u.quantile(0.25, "linear"), u.quantile(0.75, "linear")
         iqr = q3 - q1  # type: ignore[operator]
         mine = jobs.filter((pl.col("cluster") == cluster) & (pl.col("vc") == vc))
-        first_day = caps.filter(
-            (pl.col("cluster") == cluster) & (pl.col("vc") == vc) & (pl.col("date") == start.date())
-        )
+        days = caps.filter((pl.col("cluster") == cluster) & (pl.col("vc") == vc))
         box = {"mean_pct": u.mean(), "median_pct": u.quantile(0.5, "linear"), "q1_pct": q1, "q3_pct": q3}
         box["whisker_low_pct"] = u.filter(u >= q1 - 1.5 * iqr).min()
         box["whisker_high_pct"] = u.filter(u <= q3 + 1.5 * iqr).max()
-        gpus = first_day["gpus"].item() if first_day.height else None
         job_means = {
+            "gpu_jobs": mine.height,
             "avg_gpus_per_job": mine["gpu_num"].mean(),
             "avg_duration_s": mine["duration"].mean(),
             "avg_queue_s": mine["queue"].mean(),
         }
-        rows.append({"cluster": cluster, "vc": vc, "gpus": gpus, **box, **job_means})
-    return pl.DataFrame(rows, schema=queries_series.VC_UTIL_SCHEMA)
+        rows.append({"cluster": cluster, "vc": vc, "mean_gpus": days["gpus"].mean(), **box, **job_means})
+    frame = pl.DataFrame(rows, schema={k: v for k, v in queries_series.VC_UTIL_SCHEMA.items() if "norm" not in k})
+    if int(top) > 0 and frame.height:
+        frame = pl.concat(
+            part.sort(["mean_gpus", "gpu_jobs", "vc"], descending=[True, True, False]).head(int(top))
+            for _, part in frame.group_by("cluster", maintain_order=True)
+        )
+    norms = []
+    for col in ("avg_duration_s", "avg_queue_s"):
+        low, high = pl.col(col).min().over("cluster"), pl.col(col).max().over("cluster")
+        name = "norm_" + col.removesuffix("_s") + "_pct"
+        norms.append(pl.when(high > low).then(100 * (pl.col(col) - low) / (high - low)).alias(name))
+    return frame.with_columns(norms).sort("cluster", "vc").cast(queries_series.VC_UTIL_SCHEMA)
 
 
 def ref_job_states(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:

@@ -35,6 +35,7 @@ OPTIONS = {
     "gpu_num_cdf": [{"weight": "jobs"}, {"weight": "gpu_time"}],
     "user_concentration": [{"metric": m} for m in queries.CONCENTRATION_METRICS],
     "utilization_resampled": [{"every": "1h"}, {"every": "10m"}, {"every": "1d"}],
+    "vc_utilization": [{}, {"exclude_days": "2020-04-02", "top": "1"}],
 }
 CASES = [(name, opts) for name in sorted(queries.QUERIES) for opts in OPTIONS.get(name, [{}])]
 

@@ -11,7 +11,8 @@ from polars.testing import assert_frame_equal
 from analytics import queries as q
 from analytics.filters import JobFilter
 
-# Header of analytics/reference/helios_cluster_summary.csv (HeliosArtifact, MIT), copied verbatim.
+# Header of the artifact's helios_cluster_summary.csv (HeliosArtifact, MIT; its rows are the summary block of
+# analytics/reference/helios_reference.json), copied verbatim.
 CSV_HEADER = (
     "id,gpu_num,job_num,cpu_job_num,gpu_job_num,avg_run_time_cpu,avg_run_time_gpu,avg_que_time_cpu,avg_que_time_gpu,"
     "avg_gpu_num,med_run_time_cpu,med_run_time_gpu,med_que_time_cpu,med_que_time_gpu,med_gpu_num,complete_rate,"
@@ -237,11 +238,13 @@ def test_user_completion_histogram_by_hand(small_ds):
 
 def test_vc_utilization_by_hand(small_ds):
     out = q.vc_utilization(small_ds)
-    assert out.select("cluster", "vc", "gpus").rows() == [
-        ("Alpha", "vcA1", 8),
-        ("Alpha", "vcA2", 4),
-        ("Beta", "vcB1", 8),
+    # VC size = mean GPUs over the period's days: vcA2 has 4, 4 and 8.
+    assert out.select("cluster", "vc", "gpu_jobs").rows() == [
+        ("Alpha", "vcA1", 2),
+        ("Alpha", "vcA2", 2),
+        ("Beta", "vcB1", 4),
     ]
+    assert out["mean_gpus"].to_list() == pytest.approx([8.0, 16 / 3, 8.0])
     # vcA1: 25 % (A1) + 100 % (A1 + A2 = 10 GPUs capped at 8) + 25 % over 4,320 minutes.
     assert out["mean_pct"].to_list() == pytest.approx([150 / 4320, 137.5 / 4320, 3137.5 / 4320])
     assert out.row(0, named=True)["avg_gpus_per_job"] == 5.0
@@ -252,6 +255,19 @@ def test_vc_utilization_by_hand(small_ds):
     assert (row["q1_pct"], row["median_pct"], row["q3_pct"]) == (9.375, 12.5, 12.5)  # q1 = 0.75 of the way 0 -> 12.5
     assert (row["whisker_low_pct"], row["whisker_high_pct"]) == (12.5, 12.5)  # zeros are below q1 - 1.5 IQR
     assert (row["avg_gpus_per_job"], row["avg_duration_s"], row["avg_queue_s"]) == (1.0, 7200.0, 1800.0)
+
+
+def test_vc_utilization_leaves_out_excluded_days_and_keeps_the_largest_vcs(small_ds):
+    # Without Apr 2, vcA2 has 4 and 8 GPUs (mean 6) and A4 (submitted Apr 2) is left out; Alpha's largest is vcA1.
+    out = q.vc_utilization(small_ds, JobFilter(clusters=("Alpha",)), exclude_days="2020-04-02")
+    assert out.select("vc", "mean_gpus", "gpu_jobs").rows() == [("vcA1", 8.0, 2), ("vcA2", 6.0, 1)]
+    # Of 2,880 minutes: A6 holds all 4 GPUs of Apr 1 for one, A4 (still running) 1 of 8 at Apr 3 00:00.
+    assert out["mean_pct"][1] == pytest.approx((100 + 12.5) / 2880)
+    # Normalised over the VCs shown: mean duration vcA1 90 s, vcA2 40 s (A6); mean queue 20 s and 30 s.
+    assert out.select("norm_avg_duration_pct", "norm_avg_queue_pct").rows() == [(100.0, 0.0), (0.0, 100.0)]
+    top = q.vc_utilization(small_ds, JobFilter(clusters=("Alpha",)), top=1)
+    assert top["vc"].to_list() == ["vcA1"]
+    assert top.select("norm_avg_duration_pct", "norm_avg_queue_pct").rows() == [(None, None)]  # one VC: no range
 
 
 def test_period(small_ds):

@@ -113,7 +113,7 @@ def test_vc_boxes_use_the_precomputed_quartiles_and_carry_the_vc_for_drill_down(
         {
             "cluster": ["Earth", "Earth"],
             "vc": ["vcA", "vcB"],
-            "gpus": [32, 64],
+            "mean_gpus": [32.0, 64.0],
             "mean_pct": [50.0, 70.0],
             "median_pct": [55.0, 75.0],
             "q1_pct": [20.0, 60.0],
