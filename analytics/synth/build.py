@@ -18,7 +18,8 @@ import polars as pl
 
 from analytics import schema, store
 from analytics.progress import Progress
-from analytics.reference import CLUSTERS, reference, summary_rows
+from analytics.reference import CLUSTERS, period_days, reference, summary_rows
+from analytics.synth.assign import Targets, assign_vcs
 from analytics.synth.dist import (
     assign_blocks,
     couple_by_rank,
@@ -32,16 +33,16 @@ from analytics.synth.dist import (
 from analytics.synth.layout import (
     MONTHS,
     USERS_PER_CLUSTER,
+    WEEKDAY_FACTOR,
     Capacity,
-    LoadTargets,
-    balanced_vcs,
     capacity,
-    preferred_vcs,
+    min_capacity,
     random_ids,
+    range_min_table,
     submit_offsets_s,
-    user_vcs,
 )
-from analytics.synth.level import level_heavy_jobs
+from analytics.synth.level import follow_envelope, level_heavy_jobs
+from analytics.synth.profiles import envelope, monthly_shifts, vc_profiles
 from analytics.synth.states import StateInputs, StateTargets, calibrate, sample_groups
 
 PERIOD_START = datetime(2020, 4, 1)
@@ -53,17 +54,11 @@ CPU_CORE_PROBS = np.array([0.34, 0.2, 0.16, 0.12, 0.1, 0.05, 0.03])
 QUEUE_CAP_S = 7 * 86400  # longest synthetic queueing delay
 QUEUE_POSITIVE = {"gpu": 0.3, "cpu": 0.12}  # share of jobs that wait at all (keeps the median at 0)
 CALIBRATION_JOBS = 60_000
+TAIL_SHARE = 0.01  # the longest CPU jobs, scaled to the published mean duration
 CPU_ONLY_USERS = 0.08  # share of users without GPU jobs (the bottom of the GPU-time ranking)
 MIN_SCALE, MAX_SCALE = 1e-4, 10.0  # 336 jobs .. 33.6 M jobs
 GENERATE_STAGES = 4  # progress stages of generate()
 BUILD_STAGES = GENERATE_STAGES + 1  # ... plus writing
-# How GPU jobs spread over each cluster's VCs (see layout.LoadTargets); spare is the per-cluster headroom knob.
-LOAD_TARGETS: dict[str, LoadTargets] = {
-    "Venus": LoadTargets(spare=0.4),
-    "Earth": LoadTargets(spare=0.4),
-    "Saturn": LoadTargets(spare=0.4),
-    "Uranus": LoadTargets(spare=0.4),
-}
 FULL_PASSES = 3  # calibration passes on all jobs after the sample
 ATTRIBUTION = (
     "Synthetic trace calibrated to the published Helios summary and figures (HeliosArtifact / HeliosData, "
@@ -74,19 +69,15 @@ ATTRIBUTION = (
 )
 
 
-# scheduler(gpu_jobs, vc_gpus) -> frame (cluster, job_id, start_time, queue[, vc][, user_gpu_quota]): capacity-
+# scheduler(gpu_jobs, vc_gpus) -> frame (cluster, job_id, start_time, queue[, vc][, submit_time]): capacity-
 # consistent start times; gpu_jobs carries the preferred VC in `vc` and the sampled target wait in `queue`
 Scheduler = Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame]
 VC_NOTE = (
-    "each job has a preferred VC: its user's while it has room (busy GPUs as if jobs started at submit, spare GPUs by "
-    "square-root staffing and for jobs few VCs can hold), else the one with most room; with scheduled start times a "
-    "GPU job runs in its preferred VC when that holds it at its start, else in the allowed VC with the fewest spare "
-    "GPUs (see sim.synthetic_queue.calibration); capacities are full size at every scale"
-)
-QUOTA_NOTE = (
-    "per cluster and user, quota x: a job waits in its user's queue while its GPUs (at most 8 counted per job) and "
-    "those of the user's running jobs exceed floor(x); the share x - floor(x) of the user's jobs runs outside the "
-    "quota; see docs/synthetic-queueing.md"
+    "each VC's load follows one of the ten VCs of the paper's Fig 4 (Earth's ten their own, the others the one of the "
+    "same rank of size), scaled to the cluster's monthly utilisation (Fig 3); GPU jobs are given VCs so that each "
+    "gets its share of the month's GPU time (and Earth's ten their published GPUs per job and relative durations), "
+    "move by whole days within their month to follow it, and run in their VC only; a user's jobs keep to one or a "
+    "few VCs; a CPU job is in its user's main VC; capacities are full size at every scale (see analytics.synth)"
 )
 SAMPLED_START_TIMES = "sampled: queueing delay drawn to match the published means (median 0); not capacity-bound"
 
@@ -111,6 +102,8 @@ class _Cluster:
     duration_s: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     user: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     cpu_cores: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    vc: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # VC index of each GPU job
+    vc_queue_pct: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each VC's normalised mean queue (Fig 4)
     n_gpu: int = 0
 
 
@@ -136,11 +129,19 @@ def generate(params: SynthParams, progress: Progress | None = None) -> tuple[pl.
 
 
 def apply_schedule(jobs: pl.DataFrame, timed: pl.DataFrame) -> pl.DataFrame:
-    """Jobs with the start time, queue and (when given) VC of every job in timed (by cluster and job_id), end = start +
-    duration; a job timed without a start never ran (null start, end and queue)."""
+    """Jobs with the start time, queue and (when given) VC and submit time of every job in timed (by cluster and
+    job_id), end = start + duration; a job timed without a start never ran (null start, end and queue); job ids are
+    renumbered in submit order when submit times moved."""
     second = pl.duration(seconds=1)
     vc = pl.col("vc").alias("_vc") if "vc" in timed.columns else pl.lit(None, pl.String).alias("_vc")
-    moved = timed.select("cluster", "job_id", pl.col("start_time").alias("_start"), pl.col("queue").alias("_queue"), vc)
+    submit = (
+        pl.col("submit_time").alias("_submit")
+        if "submit_time" in timed.columns
+        else pl.lit(None, schema.TIMESTAMP).alias("_submit")
+    )
+    moved = timed.select(
+        "cluster", "job_id", pl.col("start_time").alias("_start"), pl.col("queue").alias("_queue"), vc, submit
+    )
     out = jobs.join(
         moved.with_columns(pl.lit(True).alias("_timed")),
         on=["cluster", "job_id"],
@@ -150,8 +151,13 @@ def apply_schedule(jobs: pl.DataFrame, timed: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("_timed")).then(pl.col("_start")).otherwise(pl.col("start_time")).alias("start_time"),
         pl.when(pl.col("_timed")).then(pl.col("_queue")).otherwise(pl.col("queue")).alias("queue"),
         pl.coalesce("_vc", "vc").alias("vc"),
+        pl.coalesce("_submit", "submit_time").alias("submit_time"),
     )
-    return schema.conform_jobs(out.with_columns((pl.col("start_time") + pl.col("duration") * second).alias("end_time")))
+    out = out.with_columns((pl.col("start_time") + pl.col("duration") * second).alias("end_time"))
+    if "submit_time" in timed.columns:
+        order = pl.struct("submit_time", "job_id").rank("ordinal").over("cluster")
+        out = out.with_columns(order.cast(pl.Int64).alias("job_id"))
+    return schema.conform_jobs(out)
 
 
 def _layout(rng: np.random.Generator) -> list[_Cluster]:
@@ -173,15 +179,68 @@ def _gpu_jobs(rng: np.random.Generator, c: _Cluster, scale: float) -> None:
     submit = np.concatenate([submit_offsets_s(rng, single, hours), submit_offsets_s(rng, multi, hours)])
     gpu_num, bucket = _gpu_counts(rng, c.name, single.sum(), multi.sum())
     duration = _gpu_durations(rng, c, gpu_num, bucket, submit)
-    month_days = (_month_edges_s() // 86400).astype(np.int64)
-    submit = level_heavy_jobs(submit, duration, gpu_num, c.cap.gpus_by_day.sum(axis=0), month_days)
+    vc, submit, c.vc_queue_pct = _place_in_vcs(rng, c.name, c.cap, submit, duration, gpu_num)
     shares = shares_from_curve(ref["user_gpu_time_cdf"][c.name], len(c.users))
     gpu_users = np.arange(len(c.users)) < round(len(c.users) * (1 - CPU_ONLY_USERS))
     shares = np.where(gpu_users, shares, 0.0) / shares[gpu_users].sum()
-    c.submit_s, c.gpu_num, c.duration_s, c.n_gpu = submit, gpu_num, duration, n_gpu
-    c.user = assign_blocks(rng, gpu_num * duration, shares, count_mix=0.003, floor=gpu_users)
+    c.submit_s, c.gpu_num, c.duration_s, c.n_gpu, c.vc = submit, gpu_num, duration, n_gpu, vc
+    work = gpu_num * duration
+    busiest_first = np.argsort(np.argsort(-np.bincount(vc, weights=work, minlength=len(c.cap.vcs)), kind="stable"))
+    c.user = assign_blocks(rng, work, shares, count_mix=0.003, floor=gpu_users, group=busiest_first[vc])
     idle = np.flatnonzero(gpu_users & (np.bincount(c.user, minlength=len(c.users)) == 0))
     _hand_light_items(rng, c.user, idle, gpu_num * duration, 5)
+
+
+def _place_in_vcs(
+    rng: np.random.Generator,
+    cluster: str,
+    cap: Capacity,
+    submit_s: np.ndarray,
+    duration_s: np.ndarray,
+    gpus: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each GPU job's VC (analytics.synth.assign), its submit second moved within its month so each VC's load
+    follows its envelope (analytics.synth.profiles, analytics.synth.level), and each VC's normalised mean queue."""
+    days = period_days()
+    profiles, named = vc_profiles(rng, cluster, cap.vcs)
+    month_of_day = np.array([d.month for d in days])
+    gpu_days = np.stack([cap.gpus_by_day[:, month_of_day == m].sum(axis=1) for m in MONTHS], axis=1).astype(float)
+    level = np.asarray(reference()["monthly"][cluster]["gpu_utilization_pct"], dtype=float)
+    shifts = monthly_shifts(cluster, profiles, named, gpu_days, level, MONTHS)
+    busy = envelope(rng, profiles, named, shifts, cap.gpus_by_day, days, MONTHS)
+    by_month = np.stack([busy[:, month_of_day == m].sum(axis=1) for m in MONTHS], axis=1)
+    targets = Targets(
+        gpu_time_share=by_month / np.maximum(by_month.sum(axis=0, keepdims=True), 1e-9),
+        named=named,
+        gpus_per_job=np.array([p.gpus_per_job for p in profiles]),
+        norm_duration_pct=np.array([p.norm_duration_pct for p in profiles]),
+    )
+    month = _month_index(submit_s)
+    vc = assign_vcs(rng, targets, month, gpus, duration_s, _month_min_gpus(cap, submit_s, duration_s))
+    month_days = (_month_edges_s() // 86400).astype(np.int64)
+    weekday = WEEKDAY_FACTOR[[d.weekday() for d in days]]
+    submit_s = follow_envelope(rng, submit_s, duration_s, vc, busy * weekday[None, :], month_days)
+    for v in range(len(cap.vcs)):
+        rows = np.flatnonzero(vc == v)
+        submit_s[rows] = level_heavy_jobs(submit_s[rows], duration_s[rows], gpus[rows], busy[v], month_days)
+    return vc, submit_s, np.array([p.norm_queue_pct for p in profiles])
+
+
+def _month_min_gpus(cap: Capacity, submit_s: np.ndarray, duration_s: np.ndarray) -> np.ndarray:
+    """Per job and VC (jobs x VCs): the VC's fewest GPUs on the days the job may run. A job that ends within its
+    submit month may be moved to any day of it on which the VC has GPUs (its envelope is 0 on the others): the
+    fewest over those; a job that runs into the next month stays: the fewest over its run."""
+    last_day = cap.gpus_by_day.shape[1] - 1
+    edges_day = (_month_edges_s() // 86400).astype(np.int64)
+    month = _month_index(submit_s)
+    movable = (submit_s + duration_s) // 86400 < edges_day[month + 1]
+    day0 = np.where(movable, edges_day[month], submit_s // 86400)
+    day1 = np.minimum(np.where(movable, edges_day[month + 1] - 1, (submit_s + duration_s) // 86400), last_day)
+    none = np.iinfo(np.int32).max
+    some = np.where(cap.gpus_by_day > 0, cap.gpus_by_day, none)
+    on_days_with_gpus = min_capacity(range_min_table(some), day0, day1)
+    on_every_day = min_capacity(range_min_table(cap.gpus_by_day), day0, day1)
+    return np.where(movable[:, None], np.where(on_days_with_gpus == none, 0, on_days_with_gpus), on_every_day)
 
 
 def _gpu_counts(rng: np.random.Generator, cluster: str, n_single: int, n_multi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -304,7 +363,7 @@ def _cpu_jobs(rng: np.random.Generator, c: _Cluster, scale: float) -> None:
     submit = submit_offsets_s(rng, split_counts(n_cpu, month_w), ref["diurnal_gpu_job_submissions_per_hour"][c.name])
     cdf = ref["cpu_job_duration_cdf"][c.name]
     gamma = fit_tail_gamma(cdf, summ["avg_run_time_cpu"])
-    duration = rng.permutation(sample_sorted_durations(rng, n_cpu, cdf, gamma))
+    duration = rng.permutation(_with_mean(sample_sorted_durations(rng, n_cpu, cdf, gamma), summ["avg_run_time_cpu"]))
     cores = CPU_CORES[sample_categorical(rng, CPU_CORE_PROBS, n_cpu)]
     ranking = rng.permutation(len(c.users))
     shares = shares_from_curve(ref["user_cpu_time_cdf"][c.name], len(c.users))
@@ -316,6 +375,20 @@ def _cpu_jobs(rng: np.random.Generator, c: _Cluster, scale: float) -> None:
     c.duration_s = np.concatenate([c.duration_s, duration])
     c.user = np.concatenate([c.user, user])
     c.cpu_cores = cores
+
+
+def _with_mean(sorted_s: np.ndarray, mean_s: float) -> np.ndarray:
+    """Sorted durations whose longest TAIL_SHARE are scaled so the mean is mean_s (a heavy tail's sample mean
+    swings with the seed; the CDF below the tail is kept)."""
+    n = len(sorted_s)
+    first = int(n * (1 - TAIL_SHARE))
+    tail = sorted_s[first:].astype(float).sum()
+    if n == 0 or tail <= 0:
+        return sorted_s
+    factor = max(mean_s * n - sorted_s[:first].astype(float).sum(), 0.0) / tail
+    out = sorted_s.copy()
+    out[first:] = np.maximum(np.rint(sorted_s[first:] * factor), sorted_s[first - 1] if first else 0)
+    return out
 
 
 def _hand_light_items(
@@ -422,13 +495,13 @@ def _scale_capped(values: np.ndarray, total: float, cap: float) -> np.ndarray:
 
 
 def _spread_over_users(rng: np.random.Generator, c: _Cluster, queue: np.ndarray, total_s: float) -> np.ndarray:
-    """Scale each user's GPU queueing delays (capped) so users' shares of total_s follow Fig 9a, busy waiters first."""
+    """Scale each user's GPU queueing delays (capped) so users' shares of total_s follow Fig 9a, the shares going to
+    users so that each VC's waiting comes near its jobs times its shape's normalised mean queue (Fig 4)."""
     user = c.user[: c.n_gpu]
     k = len(c.users)
     waiting_jobs = np.bincount(user, weights=(queue > 0).astype(float), minlength=k)
-    rank = np.argsort(-(np.log1p(waiting_jobs) + 0.5 * rng.standard_normal(k)), kind="stable")
-    target = np.zeros(k)
-    target[rank] = shares_from_curve(reference()["user_gpu_queue_time_cdf"][c.name], k) * total_s
+    shares = np.sort(shares_from_curve(reference()["user_gpu_queue_time_cdf"][c.name], k))[::-1] * total_s
+    target = _shares_by_vc(rng, c, waiting_jobs, shares)
     by_user = np.argsort(user, kind="stable")
     edges = np.searchsorted(user[by_user], np.arange(k + 1))
     out = np.zeros(len(queue))
@@ -438,13 +511,45 @@ def _spread_over_users(rng: np.random.Generator, c: _Cluster, queue: np.ndarray,
     return out
 
 
+def _shares_by_vc(rng: np.random.Generator, c: _Cluster, waiting_jobs: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """Per user, its queueing time from shares (largest first): each to the VC whose waiting is furthest below its
+    aim (jobs x normalised mean queue), to that VC's user with the most waiting jobs (users' main VCs)."""
+    n_vcs, user = len(c.cap.vcs), c.user[: c.n_gpu]
+    counts = np.bincount(user * n_vcs + c.vc, minlength=len(c.users) * n_vcs).reshape(len(c.users), n_vcs)
+    main = np.argmax(counts, axis=1)
+    aim = np.bincount(c.vc, minlength=n_vcs) * c.vc_queue_pct
+    aim = aim / max(aim.sum(), 1e-9) * shares.sum()
+    order = np.lexsort((rng.random(len(c.users)), -waiting_jobs))  # most waiting jobs first
+    free = {v: [u for u in order.tolist() if main[u] == v and waiting_jobs[u] > 0] for v in range(n_vcs)}
+    got = np.zeros(n_vcs)
+    out = np.zeros(len(c.users))
+    for share in shares.tolist():
+        open_vcs = [v for v in range(n_vcs) if free[v]]
+        if not open_vcs:
+            break
+        v = max(open_vcs, key=lambda w: aim[w] - got[w])
+        out[free[v].pop(0)] = share
+        got[v] += share
+    return out
+
+
+def _cpu_vcs(rng: np.random.Generator, c: _Cluster) -> np.ndarray:
+    """The VC of each CPU job: its user's main VC (most GPU jobs), or for users without GPU jobs one drawn in
+    proportion to the VCs' GPUs."""
+    n_vcs = len(c.cap.vcs)
+    gpu_user = c.user[: c.n_gpu]
+    counts = np.bincount(gpu_user * n_vcs + c.vc, minlength=len(c.users) * n_vcs).reshape(len(c.users), n_vcs)
+    main = np.argmax(counts, axis=1)
+    drawn = sample_categorical(rng, c.cap.gpus_by_day.mean(axis=1), len(c.users))
+    main = np.where(counts.sum(axis=1) > 0, main, drawn)
+    return main[c.user[c.n_gpu :]]
+
+
 def _table(rng: np.random.Generator, c: _Cluster, state_group: np.ndarray) -> pl.DataFrame:
     """The cluster's jobs as a canonical frame, job ids increasing in submit order."""
     n = len(c.gpu_num)
     queue = _queues(rng, c)
-    user_gpu_time = np.bincount(c.user, weights=c.gpu_num * c.duration_s.astype(float), minlength=len(c.users))
-    preferred = preferred_vcs(rng, user_vcs(rng, c.cap, user_gpu_time), c.user)
-    vc = balanced_vcs(c.cap, preferred, c.gpu_num, c.submit_s, c.duration_s, LOAD_TARGETS[c.name])
+    vc = np.concatenate([c.vc, _cpu_vcs(rng, c)])
     order = np.lexsort((rng.random(n), c.submit_s))
     job_id = np.empty(n, np.int64)
     job_id[order] = np.arange(1, n + 1)
@@ -488,10 +593,9 @@ def build_meta(
     jobs: pl.DataFrame,
     vc_gpus: pl.DataFrame,
     start_times: str | None = None,
-    user_gpu_quotas: dict[str, dict[str, float]] | None = None,
 ) -> dict:
-    """meta.json content: source, generator parameters, how start times were derived (with the users' GPU quotas of
-    the scheduler), period, row counts, data-quality report, attribution."""
+    """meta.json content: source, generator parameters, how start times were derived, period, row counts,
+    data-quality report, attribution."""
     per_cluster = dict(jobs.group_by("cluster").len().sort("cluster").rows())
     how = {
         "gpu_jobs": start_times or SAMPLED_START_TIMES,
@@ -499,9 +603,6 @@ def build_meta(
         "capacity_consistent": start_times is not None,
         "vcs": VC_NOTE,
     }
-    if user_gpu_quotas is not None:
-        how["user_gpu_quotas"] = user_gpu_quotas
-        how["user_gpu_quotas_note"] = QUOTA_NOTE
     return {
         "source": "synthetic",
         "format": "helios-synth",
@@ -533,26 +634,15 @@ def build_dataset(
     store.check_name(name)
     prog = progress or Progress(BUILD_STAGES + (scheduler is not None), quiet=True)
     jobs, vc_gpus = generate(params, prog)
-    how, quotas = None, None
+    how = None
     if scheduler is not None:
         with prog.stage("GPU-job start times by the scheduler"):
             timed = scheduler(jobs.filter(pl.col("gpu_num") > 0), vc_gpus)
             jobs = apply_schedule(jobs, timed)
-        how, quotas = scheduler_description(scheduler), quota_table(timed)
+        how = scheduler_description(scheduler)
     with prog.stage(f"writing dataset {name}"):
-        meta = build_meta(params, jobs, vc_gpus, how, quotas)
+        meta = build_meta(params, jobs, vc_gpus, how)
         return store.write_dataset(name, jobs, vc_gpus, meta, root=root)
-
-
-def quota_table(timed: pl.DataFrame) -> dict[str, dict[str, float]] | None:
-    """{cluster: {user: GPU quota}} from a scheduler's user_gpu_quota column (None when it has none)."""
-    if "user_gpu_quota" not in timed.columns or "user" not in timed.columns:
-        return None
-    rows = timed.filter(pl.col("user_gpu_quota").is_not_null()).select("cluster", "user", "user_gpu_quota").unique()
-    out: dict[str, dict[str, float]] = {}
-    for cluster, user, quota in rows.sort("cluster", "user").rows():
-        out.setdefault(cluster, {})[user] = float(quota)
-    return out
 
 
 def scheduler_description(scheduler: Scheduler) -> str:

@@ -119,12 +119,16 @@ def assign_blocks(
     count_mix: float = 0.0,
     floor: np.ndarray | None = None,
     heavy_first: float | None = None,
+    group: np.ndarray | None = None,
 ) -> np.ndarray:
     """Assign items to owners (index into shares) so each owner's weight total is close to its share, with a
     fraction count_mix of the items spread by count over owners in proportion to floor (default: equally), items
-    taken in random order or, with heavy_first = noise scale, roughly heaviest first (biggest owners first)."""
+    taken in random order, or group by group (in increasing group, random within; owners then keep to few groups),
+    or, with heavy_first = noise scale, roughly heaviest first (biggest owners first)."""
     n = len(weights)
-    if heavy_first is None:
+    if group is not None:
+        perm = np.lexsort((rng.random(n), group))
+    elif heavy_first is None:
         perm = rng.permutation(n)
     else:
         perm = np.argsort(-(np.log1p(weights.astype(float)) + heavy_first * rng.standard_normal(n)), kind="stable")

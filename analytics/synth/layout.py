@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,16 +14,15 @@ from analytics.synth.dist import sample_categorical, split_counts
 PERIOD_DAYS = 181  # 2020-04-01 .. 2020-09-28
 MONTHS: tuple[int, ...] = (4, 5, 6, 7, 8, 9)
 WEEKDAY_FACTOR = np.array([1.0, 1.03, 1.03, 1.01, 0.96, 0.72, 0.68])  # Monday first
-# Synthetic capacities: (GPUs after the first days, days at the start with one 8-GPU node fewer, number of VCs).
+# Synthetic capacities: (GPUs after the first days, days at the start with one 8-GPU node fewer, number of VCs). The
+# means (1022.7, 2080.7, 2119.3) truncate to the published GPUs and, with Earth's 997.7, sum to Helios' 6,220.
 SYNTH_CAPACITY: dict[str, tuple[int, int, int]] = {
     "Venus": (1024, 30, 16),
-    "Saturn": (2080, 0, 28),
+    "Saturn": (2088, 165, 28),
     "Uranus": (2120, 15, 24),
 }
 LARGEST_VC_SHARE = 0.4  # of a synthetic cluster's GPUs: one large VC holds the biggest jobs
-FEW_VCS = 3  # jobs that fit at most this many VCs get GPUs reserved for them there
 USERS_PER_CLUSTER: dict[str, int] = {"Venus": 111, "Earth": 140, "Saturn": 262, "Uranus": 200}
-SLOT_SHARES = np.array([0.8, 0.15, 0.05])  # share of a user's jobs in its first, second and third VC
 _ALPHABET = np.array(list("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
 
 
@@ -114,40 +112,7 @@ def submit_offsets_s(rng: np.random.Generator, month_counts: np.ndarray, hour_we
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
-def user_vcs(rng: np.random.Generator, cap: Capacity, user_gpu_time: np.ndarray) -> np.ndarray:
-    """Each user's three VC slots (n_users x 3 VC indices; 1-3 distinct VCs), filling VCs in proportion to their
-    GPUs: users in decreasing GPU time go to the VCs furthest below their share of the demand."""
-    n_users = len(user_gpu_time)
-    capacity = cap.gpus_by_day.mean(axis=1).astype(float)
-    want = capacity / capacity.sum()
-    got = np.zeros(len(want))
-    share = user_gpu_time / max(float(user_gpu_time.sum()), 1.0)
-    n_vcs = 1 + sample_categorical(rng, np.array([0.55, 0.3, 0.15]), n_users)
-    by_capacity = sample_categorical(rng, capacity, n_users)
-    slots = np.zeros((n_users, len(SLOT_SHARES)), dtype=np.int64)
-    for u in np.argsort(-share, kind="stable"):
-        chosen: list[int] = []
-        for s in range(len(SLOT_SHARES)):
-            if s >= n_vcs[u]:
-                vc = chosen[-1]
-            elif share[u] == 0:
-                vc = int(by_capacity[u]) if s == 0 else int(sample_categorical(rng, capacity, 1)[0])
-            else:
-                deficit = want - got
-                deficit[chosen] = -np.inf
-                vc = int(np.argmax(deficit))
-            chosen.append(vc)
-            slots[u, s] = vc
-            got[vc] += share[u] * SLOT_SHARES[s]
-    return slots
-
-
-def preferred_vcs(rng: np.random.Generator, slots: np.ndarray, user: np.ndarray) -> np.ndarray:
-    """Each job's preferred VC index: one of its user's three VC slots, drawn with SLOT_SHARES."""
-    return slots[user, sample_categorical(rng, SLOT_SHARES, len(user))]
-
-
-def _range_min_table(gpus_by_day: np.ndarray) -> list[np.ndarray]:
+def range_min_table(gpus_by_day: np.ndarray) -> list[np.ndarray]:
     """Sparse table: level k holds, per VC and day d, the smallest capacity over days d .. d + 2^k - 1."""
     levels = [gpus_by_day]
     while 2 ** len(levels) <= gpus_by_day.shape[1]:
@@ -156,112 +121,12 @@ def _range_min_table(gpus_by_day: np.ndarray) -> list[np.ndarray]:
     return levels
 
 
-def _min_capacity(levels: list[np.ndarray], day0: np.ndarray, day1: np.ndarray) -> np.ndarray:
-    """Smallest GPUs of every VC over each job's days day0..day1 (jobs x VCs)."""
+def min_capacity(levels: list[np.ndarray], day0: np.ndarray, day1: np.ndarray) -> np.ndarray:
+    """Smallest GPUs of every VC over each job's days day0..day1 (jobs x VCs, int32)."""
     k = np.floor(np.log2(day1 - day0 + 1)).astype(np.int64)
-    out = np.empty((len(day0), levels[0].shape[0]), dtype=np.int64)
+    out = np.empty((len(day0), levels[0].shape[0]), dtype=np.int32)
     for level in np.unique(k):
         rows = np.flatnonzero(k == level)
         table = levels[level]
         out[rows] = np.minimum(table[:, day0[rows]], table[:, day1[rows] - 2**level + 1]).T
     return out
-
-
-@dataclass(frozen=True)
-class LoadTargets:
-    """How jobs spread over VCs: a job stays in its preferred VC while the GPUs busy there (if jobs started at
-    submit) leave spare x sqrt(GPUs x typical job size) free (square-root staffing: small VCs and big jobs need
-    more room), plus, for jobs many VCs can hold, the typical size of the jobs only a few VCs can hold (so those
-    need not wait for the VC to drain); else it goes to the fitting VC with most room. A job asks at most
-    job_share of a VC's GPUs unless no VC is big enough."""
-
-    spare: float
-    job_share: float = 0.5
-
-
-def balanced_vcs(
-    cap: Capacity,
-    preferred: np.ndarray,
-    gpu_num: np.ndarray,
-    submit_s: np.ndarray,
-    duration_s: np.ndarray,
-    targets: LoadTargets,
-) -> np.ndarray:
-    """Each job's VC by the rule of LoadTargets (GPU jobs in submit order, room against the VC's fewest GPUs over
-    the job's days and the last day); CPU jobs keep their preferred VC."""
-    last_day = cap.gpus_by_day.shape[1] - 1
-    gpu = np.flatnonzero(gpu_num > 0)
-    gpu = gpu[np.lexsort((gpu, submit_s[gpu]))]
-    day0 = np.minimum(submit_s[gpu] // 86400, last_day)
-    day1 = np.minimum((submit_s[gpu] + duration_s[gpu]) // 86400 + 1, last_day)
-    levels = _range_min_table(cap.gpus_by_day)
-    min_gpus = np.concatenate(
-        [
-            _min_capacity(levels, day0[k], day1[k]).astype(np.int32)
-            for k in np.array_split(np.arange(len(gpu)), max(1, len(gpu) // 50_000))
-        ]
-    )
-    # the scheduler counts a job as at most the VC's GPUs on the last day: never rely on more than that
-    min_gpus = np.minimum(min_gpus, cap.gpus_by_day[:, -1][None, :].astype(np.int32))
-    fits = _fitting(min_gpus, gpu_num[gpu], targets.job_share)
-    size = _typical_size(fits, gpu_num[gpu], duration_s[gpu], empty=1.0)
-    limit = (min_gpus - targets.spare * np.sqrt(min_gpus * size[None, :])).astype(np.float32)
-    few = fits.sum(axis=1) <= FEW_VCS
-    limit[~few] -= _typical_size(fits[few], gpu_num[gpu[few]], duration_s[gpu[few]], empty=0.0).astype(np.float32)
-    vc = preferred.copy()
-    vc[gpu] = _dispatch(limit, min_gpus, preferred[gpu], fits, gpu_num[gpu], submit_s[gpu], duration_s[gpu])
-    return vc
-
-
-def _typical_size(fits: np.ndarray, gpu_num: np.ndarray, duration_s: np.ndarray, empty: float) -> np.ndarray:
-    """GPU-time-weighted mean GPU count of the jobs each VC can hold (each job spread over the VCs it fits; empty
-    where none)."""
-    gpu_time = gpu_num * duration_s.astype(float) / np.maximum(fits.sum(axis=1), 1)
-    weight = gpu_time @ fits
-    size = (gpu_time * gpu_num) @ fits
-    return np.where(weight > 0, size / np.maximum(weight, 1.0), empty)
-
-
-def _dispatch(
-    limit: np.ndarray,
-    gpus_of: np.ndarray,
-    preferred: np.ndarray,
-    fits: np.ndarray,
-    gpu_num: np.ndarray,
-    submit_s: np.ndarray,
-    dur_s: np.ndarray,
-) -> np.ndarray:
-    """VC of each job (given in submit order; limit and gpus_of = jobs x VCs) by the rule of LoadTargets: when the
-    preferred VC is full, the VC whose room under its limit is largest relative to its GPUs, or when every VC is
-    past its limit, the one with most free GPUs relative to its GPUs."""
-    busy = np.zeros(limit.shape[1])
-    busy_list = [0.0] * limit.shape[1]
-    running: list[tuple[int, int, int]] = []
-    out = np.empty(len(preferred), dtype=np.int64)
-    # NOTE: plain Python lists inside the per-job loop (numpy scalar access is several times slower)
-    pref, gpus, subs, durs = preferred.tolist(), gpu_num.tolist(), submit_s.tolist(), dur_s.tolist()
-    for j in range(len(pref)):
-        t, g, v = subs[j], gpus[j], pref[j]
-        while running and running[0][0] <= t:
-            _, w, h = heapq.heappop(running)
-            busy_list[w] -= h
-        if not (fits[j, v] and busy_list[v] + g <= limit[j, v]):
-            busy[:] = busy_list
-            room = np.where(fits[j], (limit[j] - busy - g) / np.maximum(gpus_of[j], 1.0), -np.inf)
-            if room.max() < 0:
-                room = np.where(fits[j], (gpus_of[j] - busy - g) / np.maximum(gpus_of[j], 1.0), -np.inf)
-            v = int(np.argmax(room))
-        busy_list[v] += g
-        out[j] = v
-        heapq.heappush(running, (t + durs[j], v, g))
-    return out
-
-
-def _fitting(min_gpus: np.ndarray, gpu_num: np.ndarray, job_share: float) -> np.ndarray:
-    """VCs (jobs x VCs) a job may go to: job_share of their GPUs holds it, else they hold it, else the largest."""
-    fits = min_gpus * job_share >= gpu_num[:, None]
-    loose = ~fits.any(axis=1)
-    fits[loose] = min_gpus[loose] >= gpu_num[loose, None]
-    none = ~fits.any(axis=1)
-    fits[none, np.argmax(min_gpus[none], axis=1)] = True
-    return fits

@@ -1,10 +1,12 @@
-"""Load levelling of the synthetic GPU workload: the jobs holding most GPU time move by whole days within their month
-to where the cluster is least busy, as teams spread their big runs instead of submitting them blindly.
+"""Where in its month each synthetic GPU job runs: jobs move by whole days within their month so that each VC's
+load follows its envelope (analytics.synth.profiles: busy, idle or saturated days as Fig 4's boxes say), and the
+jobs holding most GPU time are then levelled against it, as teams spread their big runs instead of submitting them
+blindly.
 
-Independent submissions make the as-if-started-at-submit demand of big multi-day jobs pile up above the cluster's
-GPUs for days, which no scheduler can serve with the short published queues. Moving only those jobs, by whole days
-and never out of their calendar month (jobs spanning two months stay), keeps every published statistic the
-generator matches: job counts per month, submissions per hour of day, durations, GPU counts and GPU time per month.
+Independent submissions make the as-if-started-at-submit demand of big multi-day jobs pile up above the VC's GPUs
+for days, which no scheduler can serve with the short published queues. Moving jobs only by whole days and never out
+of their calendar month (jobs spanning two months stay) keeps every published statistic the generator matches: job
+counts per month, submissions per hour of day, durations, GPU counts and GPU time per month.
 """
 
 from __future__ import annotations
@@ -16,12 +18,44 @@ DAY_S = 86_400
 HEAVY_SHARE = 0.8  # the biggest jobs (by GPU time) holding this share of the GPU time are levelled
 
 
+def follow_envelope(
+    rng: np.random.Generator,
+    submit_s: np.ndarray,
+    duration_s: np.ndarray,
+    vc: np.ndarray,
+    weight_by_day: np.ndarray,
+    month_start_day: np.ndarray,
+) -> np.ndarray:
+    """New submit seconds: each job that runs within its submit month moves, at the same time of day, to a day of
+    that month (on which it still ends inside the month) drawn in proportion to its VC's weight that day (weight_by_day
+    = VCs x days, the envelope times the weekday rhythm); jobs of a VC without weight there keep their time."""
+    out = np.asarray(submit_s, dtype=np.int64).copy()
+    day, tod = out // DAY_S, out % DAY_S
+    m = np.searchsorted(month_start_day, day, side="right") - 1
+    inside = (m >= 0) & (m < len(month_start_day) - 1)
+    first = month_start_day[np.clip(m, 0, len(month_start_day) - 1)]
+    stop = month_start_day[np.clip(m + 1, 0, len(month_start_day) - 1)]
+    last = (stop * DAY_S - tod - duration_s - 1) // DAY_S  # the last day on which the job still ends in its month
+    movable = inside & ((out + duration_s) // DAY_S < stop) & (last >= first)
+    cum = np.concatenate([np.zeros((weight_by_day.shape[0], 1)), np.cumsum(weight_by_day, axis=1)], axis=1)
+    u = rng.random(len(out))
+    for v in np.unique(vc[movable]).tolist():
+        jobs = np.flatnonzero(movable & (vc == v))
+        low, high = cum[v, first[jobs]], cum[v, np.minimum(last[jobs], weight_by_day.shape[1] - 1) + 1]
+        ok = high > low
+        jobs, low, high = jobs[ok], low[ok], high[ok]
+        new_day = np.searchsorted(cum[v], low + u[jobs] * (high - low), side="right") - 1
+        out[jobs] = new_day * DAY_S + tod[jobs]
+    return out
+
+
 def level_heavy_jobs(
     submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray, gpus_by_day: np.ndarray, month_start_day: np.ndarray
 ) -> np.ndarray:
     """New submit seconds: each heavy job (biggest first) gets the day of its month whose hours over its run have the
-    lowest peak of busy GPUs (as if jobs started at submit) relative to the cluster's GPUs that day; ties go to the
-    day nearest the original. Light jobs and jobs spanning two months keep their time."""
+    lowest peak of busy GPUs (as if jobs started at submit) relative to the room that day (gpus_by_day: the GPUs, or
+    the busy GPUs the envelope wants); ties go to the day nearest the original. Light jobs and jobs spanning two
+    months keep their time."""
     out = np.asarray(submit_s, dtype=np.int64).copy()
     work = gpus * duration_s.astype(float)
     if len(out) == 0 or work.sum() <= 0:

@@ -55,10 +55,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=QUEUE_MODELS,
         default=DEFAULT_QUEUE,
         help=(
-            "GPU-job start times: 'sim' runs the jobs through a FIFO + EASY backfill queue per cluster on the daily "
-            "VC capacities (never above capacity) with per-user GPU quotas calibrated to the published queueing; "
-            "'sampled' draws queueing delays matching the published means (faster, not capacity-bound); CPU jobs are "
-            f"always sampled (default {DEFAULT_QUEUE})"
+            "GPU-job start times: 'sim' runs each job through a FIFO + EASY backfill queue per VC on the daily VC "
+            "capacities (never above capacity), users submitting again when their VC is full, with the queueing "
+            "delays drawn to match the published ones; 'sampled' draws the delays only (faster, not capacity-bound); "
+            f"CPU jobs are always sampled (default {DEFAULT_QUEUE})"
         ),
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -1,8 +1,9 @@
 """Capacity-consistent start times for a trace: a Slurm-like FIFO queue with EASY backfill on each VC's daily GPU
-capacity, with optional per-user GPU quotas.
+capacity.
 
-Jobs wait first come first served: in one queue per VC in slurm_like_schedule (each job runs in its own VC), or in
-one queue per cluster when jobs may run in several VCs (ClusterQueues with a placer, as the synthetic trace uses).
+Jobs wait first come first served: in one queue per VC when each job runs in its own VC (slurm_like_schedule, and
+ClusterQueues with per_vc, as the synthetic trace uses), or in one queue per cluster when jobs may run in several VCs
+(ClusterQueues with a placer choosing among them).
 A job starts at once in an allowed VC that holds it now, else it waits; the head of the queue blocks the jobs behind
 it except where they backfill without delaying it (EASY: they end before its reservation, run in another VC, or
 use GPUs spare at the reservation; at most BACKFILL_DEPTH waiting jobs are looked at). A job starts only if, for
@@ -11,13 +12,6 @@ GPUs in use never exceed the capacity of the day. Placement is by GPU count (no 
 can never run — more GPUs than any allowed VC has on any day from now on — is never started: its start, end and
 queue are null. VCs with no capacity rows are treated as unlimited. CPU jobs pass through with queue 0.
 
-Quotas (Slurm GrpTRES-like): a job whose GPUs, added to those of its user's running jobs, exceed the user's quota
-waits in the user's own first-come-first-served queue; each job counts its GPUs up to one node (QUOTA_CAP_GPUS), so
-one multi-node job cannot lock a user out, and a job alone always fits. When one of the user's jobs ends, the held
-jobs that each fit beside the running ones join the cluster queue together (they are not counted against each
-other, so for a while the user may run more than the quota). A job may count zero (its user runs it under another,
-unlimited QOS): it joins the cluster queue at once.
-
 Time is walked by the simulator's event loop (sim.engine.loop) and backfilling is its EASY backfill
 (sim.engine.backfill), with each VC as a site and the daily capacity over the head's run as the site's capacity.
 """
@@ -25,8 +19,6 @@ Time is walked by the simulator's event loop (sim.engine.loop) and backfilling i
 from __future__ import annotations
 
 import heapq
-import math
-from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from itertools import chain, repeat
@@ -39,7 +31,6 @@ from sim.engine.loop import NEVER, drive
 
 DAY_S = 86_400
 BACKFILL_DEPTH = 256  # queue entries looked at behind the blocked head (like Slurm's bf_max_job_test)
-QUOTA_CAP_GPUS = 8  # a job counts at most this many GPUs against its user's quota
 _UNRESERVED = Reservation(NO_SITE, NEVER, 0)
 _OUT_SCHEMA = {
     "job_id": pl.Int64,
@@ -86,7 +77,6 @@ class VcState:
         self.cap, self.need, self.dur_s, self.start = cap, need, dur_s, start
         self.used = 0
         self.done: list[tuple[int, int]] = []  # (end second, job)
-        self.ended: list[int] = []  # jobs finished since the owner last drained this list
 
     def next_end_s(self) -> int:
         """Second of the next completion, or NEVER."""
@@ -98,7 +88,6 @@ class VcState:
         while done and done[0][0] <= t_s:
             j = heapq.heappop(done)[1]
             self.used -= self.need[j]
-            self.ended.append(j)
 
     def fits_now(self, j: int, t_s: int) -> bool:
         """Whether job j started at t_s fits the GPUs free on every day of its run."""
@@ -122,25 +111,19 @@ class VcState:
 
 class ClusterQueues:
     """One cluster's VCs and its queue, driven in time order (see the module docstring); fits[j] lists the VCs job
-    j may run in and place picks one where it starts now."""
+    j may run in and place picks one where it starts now. With per_vc, every job has one VC and waits in that VC's
+    own queue (one Slurm partition per VC), so a VC's blocked head holds back only its own VC's jobs."""
 
-    def __init__(
-        self,
-        vcs: list[VcState],
-        user: list[int],
-        quota: Sequence[float],
-        fits: list[list[int]],
-        place: Placer,
-        units: list[int] | None = None,
-    ):
-        self.vcs, self.user, self.quota, self.fits, self.place = vcs, user, list(quota), fits, place
+    def __init__(self, vcs: list[VcState], fits: list[list[int]], place: Placer, per_vc: bool = False):
+        self.vcs, self.fits, self.place = vcs, fits, place
         self.need = vcs[0].need if vcs else []
         self.dur_s = vcs[0].dur_s if vcs else []
-        self.units = units if units is not None else [min(n, QUOTA_CAP_GPUS) for n in self.need]
-        self.in_use = [0] * len(self.quota)  # quota units of each user's running jobs
-        self.held: list[deque[int]] = [deque() for _ in self.quota]
-        self.queue: list[int] = []
-        self.vc = [-1] * len(user)
+        # the queue of each job (its VC with per_vc, else the one cluster queue) and the queues' waiting jobs
+        self.part = [f[0] for f in fits] if per_vc else [0] * len(fits)
+        self.queues: list[list[int]] = [[] for _ in range(len(vcs) if per_vc else 1)]
+        self.waiting = 0
+        self.blocked = self.queues[0] if self.queues else []  # the queue being backfilled
+        self.vc = [-1] * len(fits)
         self.events: list[tuple[int, int]] = []  # (next completion second, VC); stale entries are skipped
         self.day = -1
 
@@ -157,13 +140,15 @@ class ClusterQueues:
         events, j = self.events, arrivals.start
         while True:
             end_s = events[0][0] if events else NEVER
-            midnight = (self.day + 1) * DAY_S if self.queue else NEVER
+            midnight = (self.day + 1) * DAY_S if self.waiting else NEVER
             next_s = midnight if midnight < end_s else end_s  # NOTE: cheaper than min() once per event
             if next_s <= now_s:
                 if midnight < end_s:
                     self.day = midnight // DAY_S
                     self._drop_hopeless(midnight)
-                    self._pass(midnight, None)
+                    for q in range(len(self.queues)):
+                        if self.queues[q]:
+                            self._pass(q, midnight, None)
                     continue
                 when, v = heapq.heappop(events)
                 if self.vcs[v].next_end_s() == when:
@@ -178,64 +163,63 @@ class ClusterQueues:
             j += 1
 
     def _submit(self, j: int, t_s: int) -> None:
-        u = self.user[j]
-        if self.units[j] and (self.held[u] or not self._room(u, j)):
-            self.held[u].append(j)
-        elif self._hopeful(j, t_s):
-            self.queue.append(j)
-            self._pass(t_s, None, first=len(self.queue) - 1)
-
-    def _room(self, u: int, j: int) -> bool:
-        """Whether job j fits its user's quota (a job alone always does)."""
-        return self.in_use[u] == 0 or self.in_use[u] + self.units[j] <= self.quota[u]
+        if self._hopeful(j, t_s):
+            queue = self.queues[self.part[j]]
+            queue.append(j)
+            self.waiting += 1
+            self._pass(self.part[j], t_s, None, first=len(queue) - 1)
 
     def _hopeful(self, j: int, t_s: int) -> bool:
         """Whether some allowed VC holds job j on some day from t_s on."""
         return any(self.vcs[v].cap.ever_fits(self.need[j], t_s) for v in self.fits[j])
 
     def _drop_hopeless(self, t_s: int) -> None:
-        self.queue = [j for j in self.queue if self._hopeful(j, t_s)]
+        self.queues = [[j for j in queue if self._hopeful(j, t_s)] for queue in self.queues]
+        self.waiting = sum(len(queue) for queue in self.queues)
 
     def _start(self, j: int, t_s: int, v: int) -> None:
-        self.in_use[self.user[j]] += self.units[j]
         self.vc[j] = v
         self.vcs[v].run(j, t_s)
 
-    def _pass(self, t_s: int, among: Sequence[int] | None, first: int = 1, new_from: int = 0) -> None:
-        """Start queued jobs at t_s: heads in order while they fit anywhere, then backfill from position `first`;
+    def _pass(self, q: int, t_s: int, among: Sequence[int] | None, first: int = 1, new_from: int = 0) -> None:
+        """Start jobs of queue q at t_s: heads in order while they fit anywhere, then backfill from position `first`;
         jobs before position new_from are tried only in the VCs `among` (None = all) unless the head changed."""
-        queue, touched = self.queue, []
+        queue, touched = self.queues[q], []
         k = 0
         while k < len(queue) and (v := self.place(queue[k], t_s, None)) >= 0:
             self._start(queue[k], t_s, v)
             touched.append(v)
             k += 1
         del queue[:k]
+        self.waiting -= k
         if queue:
             limit = max(new_from - k, 0) if k == 0 else 0
-            self._backfill(t_s, among, max(first - k, 1), limit, touched)
+            self._backfill(queue, t_s, among, max(first - k, 1), limit, touched)
         for v in touched:
             heapq.heappush(self.events, (self.vcs[v].next_end_s(), v))
 
-    def _backfill(self, t_s: int, among: Sequence[int] | None, first: int, new_from: int, touched: list[int]) -> None:
-        """EASY backfilling (sim.engine.backfill) of the jobs at queue positions first .. BACKFILL_DEPTH behind the
-        blocked head, those before new_from only in the VCs among (None = all)."""
-        queue = self.queue
+    def _backfill(
+        self, queue: list[int], t_s: int, among: Sequence[int] | None, first: int, new_from: int, touched: list[int]
+    ) -> None:
+        """EASY backfilling (sim.engine.backfill) of the jobs at positions first .. BACKFILL_DEPTH behind the blocked
+        head of queue, those before new_from only in the VCs among (None = all)."""
         stop = min(len(queue), 1 + BACKFILL_DEPTH)
         if first >= stop:
             return
         scopes = repeat(None) if among is None else chain(repeat(among, min(new_from, stop) - first), repeat(None))
         candidates = zip(queue[first:stop], scopes, strict=False)
+        self.blocked = queue
         started = backfill(
             t_s, candidates, self.need, self.dur_s, self._reserve, self.place, self._start, self._without, True
         )
         for j in started:
             touched.append(self.vc[j])
             del queue[queue.index(j, first)]  # NOTE: a scan in C; few jobs start per pass
+        self.waiting -= len(started)
 
     def _reserve(self) -> Reservation:
-        """The head's earliest reservation over its allowed VCs (the first of them on ties)."""
-        h, best = self.queue[0], _UNRESERVED
+        """The earliest reservation of the blocked queue's head over its allowed VCs (the first of them on ties)."""
+        h, best = self.blocked[0], _UNRESERVED
         for v in self.fits[h]:
             held = self.vcs[v].reserve(h, v)
             if held.shadow_s < best.shadow_s:
@@ -247,21 +231,11 @@ class ClusterQueues:
         return [w for w in (scope if scope is not None else self.fits[j]) if w != v]
 
     def _release(self, t_s: int, freed: list[int]) -> None:
-        """Return the quota of jobs that ended in the VCs freed, queue held jobs that now fit, and start jobs."""
-        old = len(self.queue)
-        for v in freed:
-            ended = self.vcs[v].ended
-            for j in ended:
-                u = self.user[j]
-                self.in_use[u] -= self.units[j]
-                held = self.held[u]
-                while held and self._room(u, held[0]):
-                    i = held.popleft()
-                    if self._hopeful(i, t_s):
-                        self.queue.append(i)
-            ended.clear()
-        if self.queue:
-            self._pass(t_s, freed, new_from=old)
+        """After jobs ended in the VCs freed, start the jobs of the queues that may use them (in those VCs only: the
+        others did not change)."""
+        for q, queue in enumerate(self.queues):
+            if queue and (len(self.queues) == 1 or q in freed):
+                self._pass(q, t_s, freed, new_from=len(queue))
         for v in freed:
             if self.vcs[v].done:
                 heapq.heappush(self.events, (self.vcs[v].next_end_s(), v))
@@ -283,8 +257,7 @@ def schedule_vc(submit_s: list[int], dur_s: list[int], gpus: list[int], cap: Dai
     n = len(submit_s)
     start = [-1] * n
     vcs = [VcState(cap, list(gpus), list(dur_s), start)]
-    only_vc, one_user = [0] * n, [0] * n
-    ClusterQueues(vcs, one_user, [math.inf], [[0]] * n, fixed_placer(vcs, only_vc)).run(list(submit_s))
+    ClusterQueues(vcs, [[0]] * n, fixed_placer(vcs, [0] * n)).run(list(submit_s))
     return start
 
 

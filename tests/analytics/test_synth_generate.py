@@ -92,6 +92,7 @@ def test_capacities_match_the_published_gpu_counts(small):
     means = dict(daily.group_by("cluster").agg(pl.col("gpus").mean()).iter_rows())
     for cluster in CLUSTERS:
         assert math.floor(means[cluster]) == int(summary_rows()[cluster]["gpu_num"])
+    assert math.floor(sum(means.values())) == int(summary_rows()["total"]["gpu_num"]) == 6220
     earth = vc_gpus.filter(pl.col("cluster") == "Earth")
     assert earth["vc"].n_unique() == 25 and earth.height == 25 * 181
     assert (earth["gpus"] == 0).any()  # VCs without GPUs on a day are still listed
@@ -110,8 +111,9 @@ def test_users_and_vcs_are_plausible(small):
     users = jobs.group_by("cluster").agg(pl.col("user").n_unique())
     assert 500 <= users["user"].sum() <= 713
     per_user = jobs.group_by("user").agg(pl.col("vc").n_unique().alias("vcs"), pl.col("cluster").n_unique().alias("c"))
-    # 1-3 own VCs, plus the day's largest VC for jobs too big for their own
-    assert per_user["vcs"].median() <= 2 and per_user["vcs"].quantile(0.95) <= 4
+    # users keep to a VC or two; the biggest users hold more GPU time than one VC has, and a few of every user's
+    # jobs are spread by count over all users
+    assert per_user["vcs"].median() <= 2 and per_user["vcs"].quantile(0.95) <= 6
     assert (per_user["c"] == 1).all()
 
 

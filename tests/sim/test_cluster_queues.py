@@ -1,25 +1,45 @@
-"""ClusterQueues: one FIFO + EASY backfill queue over several VCs, and per-user GPU quotas (hand-checked traces)."""
+"""ClusterQueues: FIFO + EASY backfill over several VCs, one queue per cluster or per VC (hand-checked traces)."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.synthetic_queue.calibration import preferred_best_fit
-from sim.synthetic_queue.cluster_queues import ClusterQueues, DailyCapacity, VcState, fixed_placer
+from sim.synthetic_queue.cluster_queues import (
+    BACKFILL_DEPTH,
+    ClusterQueues,
+    DailyCapacity,
+    Placer,
+    VcState,
+    fixed_placer,
+)
 
 
-def run(submit, dur, gpus, caps, fits=None, preferred=None, user=None, quota=(math.inf,), units=None):
+def preferred_best_fit(vcs: list[VcState], fits: list[list[int]], preferred: list[int]) -> Placer:
+    """A placer choosing among several VCs: the job's preferred VC when it holds the job now, else the allowed VC
+    with the fewest spare GPUs."""
+
+    def place(j: int, t_s: int, among: Sequence[int] | None) -> int:
+        allowed = fits[j] if among is None else [v for v in among if v in fits[j]]
+        if preferred[j] in allowed and vcs[preferred[j]].fits_now(j, t_s):
+            return preferred[j]
+        ready = [v for v in allowed if vcs[v].fits_now(j, t_s)]
+        return min(ready, key=lambda v: vcs[v].free_gpus(t_s)) if ready else -1
+
+    return place
+
+
+def run(submit, dur, gpus, caps, fits=None, preferred=None):
     """Start seconds and VCs of the jobs on VCs of constant capacity caps (a list of GPUs per VC)."""
     n = len(submit)
     start = [-1] * n
     vcs = [VcState(DailyCapacity([c]), list(gpus), list(dur), start) for c in caps]
     fits = fits or [list(range(len(caps)))] * n
     place = preferred_best_fit(vcs, fits, preferred or [f[0] for f in fits])
-    vc = ClusterQueues(vcs, user or [0] * n, list(quota), fits, place, units).run(list(submit))
+    vc = ClusterQueues(vcs, fits, place).run(list(submit))
     return start, vc
 
 
@@ -63,34 +83,6 @@ def test_a_late_backfill_job_leaves_the_reserved_vc_to_the_head_and_runs_in_anot
     assert start == [0, 100, 2, 3] and vc == [0, 0, 1, 0]
 
 
-def test_a_user_quota_holds_jobs_until_the_users_running_jobs_leave_room():
-    # quota 12: the user's second 8-GPU job waits for the first; the other user's job runs at once
-    user = [0, 0, 1]
-    start, _ = run([0, 1, 3], [10, 10, 10], [8, 8, 8], [64], user=user, quota=[12, math.inf])
-    assert start == [0, 10, 3]
-
-
-def test_held_jobs_that_each_fit_beside_the_running_ones_join_together():
-    # quota 8: jobs 1 and 2 are held behind job 0 and both join (and start) when it ends
-    start, _ = run([0, 1, 2], [10, 10, 10], [8, 8, 8], [64], user=[0, 0, 0], quota=[8])
-    assert start == [0, 10, 10]
-
-
-def test_jobs_count_at_most_one_node_against_the_quota():
-    # a 16-GPU job counts 8: with quota 12 a 4-GPU job may run beside it; a job larger than the quota runs alone
-    user = [0, 0, 0]
-    start, _ = run([0, 1, 2], [10, 10, 10], [16, 4, 4], [64], user=user, quota=[12])
-    assert start == [0, 1, 10]
-    start, _ = run([0, 1], [10, 10], [4, 4], [64], user=[0, 0], quota=[2])
-    assert start == [0, 10]
-
-
-def test_zero_unit_jobs_run_outside_the_quota():
-    user = [0, 0, 0]
-    start, _ = run([0, 1, 2], [10, 10, 10], [8, 8, 8], [64], user=user, quota=[8], units=[8, 0, 8])
-    assert start == [0, 1, 10]
-
-
 def test_a_job_that_fits_no_vc_is_never_started_and_does_not_block():
     start, vc = run([0, 1], [10, 10], [32, 4], [8, 16])
     assert start == [-1, 1] and vc == [-1, 0]
@@ -103,16 +95,14 @@ def clusters(draw):
     dur = draw(st.lists(st.integers(0, 50_000), min_size=n, max_size=n))
     gpus = draw(st.lists(st.sampled_from([1, 2, 4, 8, 16]), min_size=n, max_size=n))
     caps = draw(st.lists(st.sampled_from([8, 16, 32]), min_size=1, max_size=4))
-    users = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
-    quota = draw(st.lists(st.sampled_from([4.0, 8.0, 16.0, math.inf]), min_size=3, max_size=3))
-    return submit, dur, gpus, caps, users, quota
+    return submit, dur, gpus, caps
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=clusters())
 def test_no_vc_is_ever_over_capacity_and_every_job_starts_once_after_submit(trace):
-    submit, dur, gpus, caps, users, quota = trace
-    start, vc = run(submit, dur, gpus, caps, user=users, quota=quota)
+    submit, dur, gpus, caps = trace
+    start, vc = run(submit, dur, gpus, caps)
     ran = [j for j in range(len(submit)) if start[j] >= 0]
     assert all(start[j] >= submit[j] for j in ran)
     assert all(vc[j] >= 0 for j in ran) and all(vc[j] == -1 for j in range(len(submit)) if start[j] < 0)
@@ -121,12 +111,28 @@ def test_no_vc_is_ever_over_capacity_and_every_job_starts_once_after_submit(trac
         for v, cap in enumerate(caps):
             busy = sum(gpus[j] for j in ran if vc[j] == v and start[j] <= t < start[j] + dur[j])
             assert busy <= cap
-    assert run(submit, dur, gpus, caps, user=users, quota=quota) == (start, vc)  # deterministic
+    assert run(submit, dur, gpus, caps) == (start, vc)  # deterministic
 
 
 def test_fixed_placer_only_uses_the_jobs_own_vc():
     start = [-1, -1]
     vcs = [VcState(DailyCapacity([8]), [8, 8], [10, 10], start) for _ in range(2)]
     place = fixed_placer(vcs, [0, 0])
-    ClusterQueues(vcs, [0, 0], [math.inf], [[0], [0]], place).run([0, 1])
+    ClusterQueues(vcs, [[0], [0]], place).run([0, 1])
     assert start == [0, 10]
+
+
+def _per_vc_run(per_vc: bool) -> list[int]:
+    """A blocked head in VC 0 with more waiting jobs behind it than EASY looks at, then a job of VC 1."""
+    n = BACKFILL_DEPTH + 3
+    gpus, dur, own = [8] * (n - 1) + [4], [100] * (n - 1) + [10], [0] * (n - 1) + [1]
+    start = [-1] * n
+    vcs = [VcState(DailyCapacity([8]), gpus, dur, start) for _ in range(2)]
+    ClusterQueues(vcs, [[v] for v in own], fixed_placer(vcs, own), per_vc=per_vc).run(list(range(n)))
+    return start
+
+
+def test_with_a_queue_per_vc_a_full_vc_holds_back_only_its_own_jobs():
+    # one cluster queue: the VC-1 job sits beyond the backfill depth behind VC 0's jobs; one queue per VC: it starts
+    assert _per_vc_run(per_vc=False)[-1] > BACKFILL_DEPTH
+    assert _per_vc_run(per_vc=True)[-1] == BACKFILL_DEPTH + 2

@@ -1,0 +1,204 @@
+"""Which VC each synthetic GPU job runs in: a multinomial logit over the VCs that hold the job, calibrated so that
+every VC gets its share of each month's GPU time (the envelope of analytics.synth.profiles) and Earth's ten VCs of
+Fig 4 their published mean GPUs per job and (min-max normalised) mean durations.
+
+A job may go to the VCs where it needs at most JOB_SHARE of the fewest GPUs over its month and run (else those that
+hold it, else the largest). Score of a job in VC v: a[v, month] + b[v] * log2 GPUs + c[v] * log duration; the month
+terms set the GPU time, the slopes (fitted for the named VCs only) their job mix. Only the normalised mean durations
+are published, so at each round the named VCs' mean durations are held to a line through the published values (an
+affine map of them: min-max normalisation cannot tell it from them) placed where the current means put it. The fit
+runs on the jobs grouped into cells (month, GPUs, power-of-two duration), every job counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+JOB_SHARE = 0.5
+ROUNDS = 300
+FINAL_ROUNDS = 30  # month terms alone at the end: the GPU time per VC and month is the first aim
+HEAVY_SHARE = 0.5  # the largest jobs holding this share of the GPU time are drawn against their VCs' budget
+SLOPE_STEP = 0.3
+MAX_SLOPE = 6.0
+_CHUNK = 100_000
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What the assignment aims at: GPU-time share of each VC in each month (VCs x months, columns sum to 1), and
+    for the named VCs (True in `named`) their mean GPUs per job and normalised mean duration (%)."""
+
+    gpu_time_share: np.ndarray
+    named: np.ndarray
+    gpus_per_job: np.ndarray
+    norm_duration_pct: np.ndarray
+
+
+def fitting_vcs(min_gpus: np.ndarray, gpu_num: np.ndarray) -> np.ndarray:
+    """VCs (jobs x VCs) a job may go to, from each VC's fewest GPUs over the job's month and run (see the module)."""
+    fits = min_gpus * JOB_SHARE >= gpu_num[:, None]
+    loose = ~fits.any(axis=1)
+    fits[loose] = min_gpus[loose] >= gpu_num[loose, None]
+    none = ~fits.any(axis=1)
+    fits[none, np.argmax(min_gpus[none], axis=1)] = True
+    return fits
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """The jobs grouped by (month, GPUs, log2 duration, VCs that hold them): per cell its month, log2 GPUs, mean log
+    duration, jobs, GPUs, seconds and GPU-seconds, and the VCs that hold its jobs (cells x VCs)."""
+
+    month: np.ndarray
+    log_g: np.ndarray
+    log_d: np.ndarray
+    jobs: np.ndarray
+    gpus: np.ndarray
+    seconds: np.ndarray
+    work: np.ndarray
+    fits: np.ndarray
+
+
+def _cells(month: np.ndarray, gpus: np.ndarray, dur: np.ndarray, fits: np.ndarray) -> tuple[_Cells, np.ndarray]:
+    """The cells of the jobs and each job's cell (jobs of a cell may go to the same VCs)."""
+    d = np.maximum(dur, 1).astype(float)
+    mask = fits.astype(np.int64) @ (np.int64(1) << np.arange(fits.shape[1], dtype=np.int64))
+    key = np.stack([month, gpus, np.floor(np.log2(d)).astype(np.int64), mask], axis=1)
+    _, cell, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    cell = cell.ravel()
+    n = len(counts)
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(cell, weights=values, minlength=n)
+
+    first = np.unique(cell, return_index=True)[1]
+    cells = _Cells(
+        month=month[first],
+        log_g=np.log2(gpus[first].astype(float)),
+        log_d=total(np.log(d)) / counts,
+        jobs=counts.astype(float),
+        gpus=total(gpus.astype(float)),
+        seconds=total(d),
+        work=total(gpus * d),
+        fits=fits[first],
+    )
+    return cells, cell
+
+
+class _Logit:
+    """Scores of the VCs and their probabilities over the VCs allowed."""
+
+    def __init__(self, n_vcs: int, n_months: int):
+        self.a = np.zeros((n_vcs, n_months))
+        self.b = np.zeros(n_vcs)
+        self.c = np.zeros(n_vcs)
+
+    def probs(self, month: np.ndarray, log_g: np.ndarray, log_d: np.ndarray, fits: np.ndarray) -> np.ndarray:
+        """Probability of each VC (rows: jobs or cells) among those fits allows."""
+        score = self.a[:, month].T + log_g[:, None] * self.b[None, :] + log_d[:, None] * self.c[None, :]
+        score = np.where(fits, score, -np.inf)
+        score -= score.max(axis=1, keepdims=True)
+        p = np.exp(score)
+        return p / p.sum(axis=1, keepdims=True)
+
+
+def _line_targets(norm_pct: np.ndarray, mean_s: np.ndarray, has: np.ndarray) -> np.ndarray:
+    """The mean durations the named VCs should have for their min-max normalisation to be the published one: on the
+    line from the shortest VC's current mean (at 0 %) to the longest's, placed where the VCs in between put it (the
+    median of what each of them implies), at least twice the shortest."""
+    low = mean_s[np.argmin(norm_pct)]
+    middle = has & (norm_pct > norm_pct.min()) & (norm_pct < norm_pct.max())
+    implied = low + (mean_s[middle] - low) * 100 / np.maximum(norm_pct[middle], 1e-9)
+    high = max(float(np.median(implied)) if middle.any() else 0.0, 2 * low)
+    return low + norm_pct / 100 * (high - low)
+
+
+def _fit(targets: Targets, cells: _Cells) -> _Logit:
+    """Calibrate the logit on the cells: GPU time per VC and month, and the named VCs' job mix."""
+    n_vcs, n_months = targets.gpu_time_share.shape
+    model = _Logit(n_vcs, n_months)
+    model.a[targets.gpu_time_share == 0] = -50.0
+    month_work = np.bincount(cells.month, weights=cells.work, minlength=n_months)
+    named = targets.named
+    for k in range(ROUNDS + FINAL_ROUNDS):
+        p = model.probs(cells.month, cells.log_g, cells.log_d, cells.fits)
+        got = np.stack(
+            [np.bincount(cells.month, weights=p[:, v] * cells.work, minlength=n_months) for v in range(n_vcs)]
+        )
+        share = got / np.maximum(month_work, 1e-9)
+        ok = (targets.gpu_time_share > 0) & (share > 0)
+        model.a[ok] += np.log(targets.gpu_time_share[ok] / share[ok])
+        if not named.any() or k >= ROUNDS:
+            continue
+        jobs = p[:, named].T @ cells.jobs
+        has = jobs > 1e-6
+        mean_g = (p[:, named].T @ cells.gpus) / np.maximum(jobs, 1e-9)
+        mean_d = (p[:, named].T @ cells.seconds) / np.maximum(jobs, 1e-9)
+        want_d = _line_targets(targets.norm_duration_pct[named], mean_d, has)
+        step_b = np.log(targets.gpus_per_job[named] / np.maximum(mean_g, 1e-9))
+        step_d = np.log(want_d / np.maximum(mean_d, 1e-9))
+        model.b[named] = np.clip(model.b[named] + np.where(has, SLOPE_STEP * step_b, 0.0), -MAX_SLOPE, MAX_SLOPE)
+        model.c[named] = np.clip(model.c[named] + np.where(has, SLOPE_STEP * step_d, 0.0), -MAX_SLOPE, MAX_SLOPE)
+    return model
+
+
+def _draw_heavy(
+    rng: np.random.Generator,
+    heavy: np.ndarray,
+    p_job: np.ndarray,
+    work: np.ndarray,
+    month: np.ndarray,
+    budget: np.ndarray,
+) -> np.ndarray:
+    """VCs of the heavy jobs (largest first): each drawn in proportion to its probability times the GPU time its VC
+    still lacks that month (budget, VCs x months, updated), so a few huge jobs cannot overfill a VC."""
+    out = np.empty(len(heavy), dtype=np.int64)
+    for i, j in enumerate(heavy.tolist()):
+        m = month[j]
+        weight = p_job[i] * np.maximum(budget[:, m], 0.0)
+        if weight.sum() <= 0:
+            weight = p_job[i]
+        v = int(np.searchsorted(np.cumsum(weight), rng.random() * weight.sum(), side="right"))
+        v = min(v, len(weight) - 1)
+        out[i] = v
+        budget[v, m] -= work[j]
+    return out
+
+
+def assign_vcs(
+    rng: np.random.Generator,
+    targets: Targets,
+    month: np.ndarray,
+    gpu_num: np.ndarray,
+    duration_s: np.ndarray,
+    min_gpus: np.ndarray,
+) -> np.ndarray:
+    """The VC index of each GPU job (month = index of its submit month; min_gpus = jobs x VCs, each VC's fewest GPUs
+    over the job's month and run), drawn from the logit calibrated to targets: the jobs holding HEAVY_SHARE of the
+    GPU time against what their VCs still lack (largest first), the others independently."""
+    fits = fitting_vcs(min_gpus, gpu_num)
+    cells, cell = _cells(month, gpu_num, duration_s, fits)
+    model = _fit(targets, cells)
+    p_cell = model.probs(cells.month, cells.log_g, cells.log_d, cells.fits)
+    n, n_months = len(gpu_num), targets.gpu_time_share.shape[1]
+    work = gpu_num * np.maximum(duration_s, 1).astype(float)
+    order = np.argsort(-work, kind="stable")
+    heavy = order[: np.searchsorted(np.cumsum(work[order]), HEAVY_SHARE * work.sum()) + 1]
+    light = np.ones(n, dtype=bool)
+    light[heavy] = False
+    light_work = np.bincount(cell[light], weights=work[light], minlength=len(cells.jobs))
+    expected = np.stack([np.bincount(cells.month, p_cell[:, v] * light_work, n_months) for v in range(p_cell.shape[1])])
+    month_work = np.bincount(month, weights=work, minlength=n_months)
+    budget = targets.gpu_time_share * month_work[None, :] - expected
+    out = np.empty(n, dtype=np.int64)
+    out[heavy] = _draw_heavy(rng, heavy, p_cell[cell[heavy]], work, month, budget)
+    rows = np.flatnonzero(light)
+    u = rng.random(len(rows))
+    for lo in range(0, len(rows), _CHUNK):
+        part = rows[lo : lo + _CHUNK]
+        cum = np.cumsum(p_cell[cell[part]], axis=1)
+        pick = (cum < u[lo : lo + _CHUNK, None] * cum[:, -1:]).sum(axis=1)
+        out[part] = np.minimum(pick, cum.shape[1] - 1)
+    return out

@@ -1,0 +1,103 @@
+"""Per-VC load of the synthetic trace: Fig 4's shapes (analytics.synth.profiles), the VC of each job
+(analytics.synth.assign) and the day each job runs on (analytics.synth.level.follow_envelope)."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import numpy as np
+import pytest
+
+from analytics.reference import reference
+from analytics.synth.assign import Targets, assign_vcs, fitting_vcs
+from analytics.synth.level import DAY_S, follow_envelope
+from analytics.synth.profiles import HEADROOM_PCT, envelope, monthly_shifts, published_profiles, vc_profiles
+
+PUBLISHED = reference()["earth_may_vc_utilization"]
+
+
+def test_each_published_shape_has_the_published_mean():
+    for name, profile in published_profiles().items():
+        box = PUBLISHED[name]
+        # vcvlY's box alone has a mean 0.9 pp below the published one; full days are capped by the headroom
+        assert profile.mean_pct() == pytest.approx(box["mean_pct"], abs=2.0), name
+        assert profile.quantiles(np.array([0.0, 1.0])).tolist() == pytest.approx(
+            [0.0 if profile.idle_share else box["whisker_low_pct"], min(box["whisker_high_pct"], 100 - HEADROOM_PCT)]
+        )
+
+
+def test_a_shift_moves_the_mean_but_keeps_idle_and_full_time():
+    mod = published_profiles()["vcMod"]  # a quarter of its time idle, a quarter full
+    assert mod.mean_pct(1.0) > mod.mean_pct() > mod.mean_pct(-1.0)
+    p = np.array([0.05, 0.9])
+    assert mod.quantiles(p, 2.0).tolist() == mod.quantiles(p, -2.0).tolist() == [0.0, 100 - HEADROOM_PCT]
+
+
+def test_earths_ten_keep_their_shapes_and_other_vcs_take_the_ten_in_turn():
+    rng = np.random.default_rng(0)
+    earth = ["vc6YE", "vchbv", "vcX", "vcY"]
+    profiles, named = vc_profiles(rng, "Earth", earth)
+    assert named.tolist() == [True, True, False, False]
+    assert [p.name for p in profiles[:2]] == ["vc6YE", "vchbv"]
+    profiles, named = vc_profiles(rng, "Venus", [f"vc{i}" for i in range(20)])
+    assert not named.any() and {p.name for p in profiles} == set(PUBLISHED)
+
+
+def test_monthly_shifts_reach_the_level_and_keep_earths_ten_in_may():
+    profiles, named = vc_profiles(np.random.default_rng(1), "Earth", ["vc6YE", "vchbv", "vcX", "vcY"])
+    gpu_days = np.array([[208.0, 208.0], [64.0, 64.0], [32.0, 32.0], [16.0, 16.0]]) * 30
+    shifts = monthly_shifts("Earth", profiles, named, gpu_days, np.array([60.0, 70.0]), (4, 5))
+    april = sum(p.mean_pct(s) * w for p, s, w in zip(profiles, shifts[:, 0], gpu_days[:, 0], strict=True))
+    assert april / gpu_days[:, 0].sum() == pytest.approx(60.0, abs=0.1)
+    assert shifts[named, 1].tolist() == [0.0, 0.0]  # May: the published shapes
+    may = sum(p.mean_pct(s) * w for p, s, w in zip(profiles, shifts[:, 1], gpu_days[:, 1], strict=True))
+    assert may / gpu_days[:, 1].sum() == pytest.approx(70.0, abs=0.1)
+
+
+def test_the_envelope_gives_a_named_vc_its_box_over_the_days_and_the_others_their_mean():
+    rng = np.random.default_rng(2)
+    profiles, named = vc_profiles(rng, "Earth", ["vcMod", "vcX"])
+    days = [date(2020, 5, 1) + timedelta(days=d) for d in range(31)]
+    busy = envelope(rng, profiles, named, np.zeros((2, 1)), np.full((2, 31), 64.0), days, (5,))
+    share = busy / 64 * 100
+    assert share[0].mean() == pytest.approx(profiles[0].mean_pct(), abs=2)
+    assert (share[0] == 0).sum() >= 7 and (share[0] == 100 - HEADROOM_PCT).sum() >= 7  # idle and full days
+    assert np.ptp(share[1]) == 0  # every day the same
+
+
+def test_jobs_go_only_to_vcs_that_hold_them_and_vcs_get_their_share_of_gpu_time():
+    rng = np.random.default_rng(3)
+    n = 20_000
+    gpus = rng.choice([1, 1, 1, 2, 4, 8, 16, 32], n)
+    dur = rng.lognormal(7, 2, n).astype(np.int64) + 1
+    month = rng.integers(0, 2, n)
+    min_gpus = np.tile(np.array([64, 32, 16], dtype=np.int32), (n, 1))
+    share = np.array([[0.6, 0.7], [0.3, 0.2], [0.1, 0.1]])
+    named = np.array([True, False, False])
+    targets = Targets(share, named, np.array([9.0, 0, 0]), np.array([0.0, 0, 0]))
+    vc = assign_vcs(rng, targets, month, gpus, dur, min_gpus)
+    assert fitting_vcs(min_gpus, gpus)[np.arange(n), vc].all()
+    assert (gpus[vc == 2] <= 8).all()  # a 16-GPU VC holds jobs of at most half its GPUs
+    work = gpus * dur.astype(float)
+    for m in (0, 1):
+        got = np.bincount(vc[month == m], weights=work[month == m], minlength=3) / work[month == m].sum()
+        assert got == pytest.approx(share[:, m], abs=0.05)
+    assert gpus[vc == 0].mean() == pytest.approx(9.0, rel=0.25)
+
+
+def test_follow_envelope_keeps_time_of_day_and_month_and_avoids_days_without_weight():
+    rng = np.random.default_rng(4)
+    months = np.array([0, 30, 61])
+    n = 2_000
+    submit = rng.integers(0, 61 * DAY_S, n)
+    duration = rng.integers(0, 3 * DAY_S, n)
+    vc = rng.integers(0, 2, n)
+    weight = np.ones((2, 61))
+    weight[0, :15] = 0.0  # VC 0 is empty for the first half of month 0
+    out = follow_envelope(rng, submit, duration, vc, weight, months)
+    assert (out % DAY_S == submit % DAY_S).all()
+    month_of = np.searchsorted(months, submit // DAY_S, side="right")
+    assert (np.searchsorted(months, out // DAY_S, side="right") == month_of).all()
+    moved = out != submit
+    assert ((out[moved] + duration[moved]) // DAY_S < months[month_of[moved]]).all()  # still ends in its month
+    assert not ((vc == 0) & moved & (out // DAY_S < 15)).any()
