@@ -338,7 +338,7 @@ def diurnal_submissions(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame
     return out.select(schema_out.keys()).sort("cluster", "hour")
 
 
-def _log2_cdf(ds: Dataset, flt: JobFilter, column: str, kind: str, *extra: str) -> pl.DataFrame:
+def _log2_cdf(ds: Dataset, flt: JobFilter, column: str, kind: str, *extra: str, pooled: str = "") -> pl.DataFrame:
     col = schema.check_identifier(column)
     where, params = job_predicate(flt, _check_kind(kind), f"{col} IS NOT NULL", *extra)
     sql = f"""
@@ -348,6 +348,9 @@ def _log2_cdf(ds: Dataset, flt: JobFilter, column: str, kind: str, *extra: str) 
     counts = db.run(sql, params, ds=ds)
     if counts.is_empty():
         return empty(CDF_SCHEMA)
+    if pooled:
+        every = counts.group_by("k").agg(pl.col("n").sum()).with_columns(pl.lit(pooled).alias("cluster"))
+        counts = pl.concat([counts, every.select(counts.columns)], how="vertical_relaxed")
     grid = pl.DataFrame({"k": list(range(22)), "x_s": list(POW2_X_S)}, schema={"k": pl.Int64(), "x_s": pl.Int64()})
     full = counts.select(pl.col("cluster").unique()).join(grid, how="cross")
     full = (
@@ -360,9 +363,10 @@ def _log2_cdf(ds: Dataset, flt: JobFilter, column: str, kind: str, *extra: str) 
     return full.select(CDF_SCHEMA.keys())
 
 
-def duration_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, kind: str = "gpu") -> pl.DataFrame:
-    """Per cluster, % of GPU (or CPU) jobs that ended with duration <= x_s for x_s = 2^0..2^21 s (Figs 1a, 5)."""
-    return _log2_cdf(ds, flt, "duration", kind, ENDED_SQL)
+def duration_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, kind: str = "gpu", pooled: str = "") -> pl.DataFrame:
+    """Per cluster, % of GPU (or CPU) jobs that ended with duration <= x_s for x_s = 2^0..2^21 s (Fig 5), and with
+    pooled (a label, e.g. Helios) the selected clusters' jobs together under that name (Fig 1a)."""
+    return _log2_cdf(ds, flt, "duration", kind, ENDED_SQL, pooled=pooled)
 
 
 def queue_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, kind: str = "gpu") -> pl.DataFrame:

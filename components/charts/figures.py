@@ -25,6 +25,7 @@ POW2_TICKS_S: tuple[int, ...] = (1, 16, 256, 4096, 65536, 1048576)
 POW2_LABELS: tuple[str, ...] = ("1 s", "16 s", "4.3 min", "68 min", "18 h", "12 d")
 TOP_USER_PCTS: tuple[int, ...] = (1, 5, 10, 20)
 SCATTERGL_MIN_POINTS = 50_000
+POOLED_HELIOS, POOLED_OTHERS = "Helios", "all clusters"  # the pooled curve of a CDF (Fig 1a's "Helios")
 
 TEMPLATE = go.layout.Template(
     layout=go.Layout(
@@ -262,16 +263,16 @@ def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
             x=labels,
             y=df["mean_gpus"],
             customdata=df["vc"].to_list(),
-            name="VC size (GPUs)",
+            name="VC size (mean GPUs over the window)",
             mode="markers",
             marker={"color": PALETTE[1], "size": 10, "symbol": "diamond"},
-            hovertemplate="%{x}<br>%{y} GPUs<extra></extra>",
+            hovertemplate="%{x}<br>%{y:.1f} GPUs on average<extra></extra>",
         ),
         secondary_y=True,
     )
     fig.update_yaxes(title_text="GPU utilisation (%)", range=[0, 105], secondary_y=False)
     fig.update_yaxes(
-        title_text="VC size (GPUs)",
+        title_text="VC size (mean GPUs)",
         rangemode="tozero",
         tickmode="auto",
         nticks=6,
@@ -281,6 +282,130 @@ def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
     )
     fig.update_layout(clickmode="event")
     return style(fig, "Utilisation per VC (click a VC to filter)", "virtual cluster")
+
+
+def _vc_labels(df: pl.DataFrame) -> list[str]:
+    """x labels of per-VC figures: the VC and its size (mean GPUs over the window)."""
+    return [f"{vc} ({gpus:.0f})" for vc, gpus in zip(df["vc"], df["mean_gpus"], strict=True)]
+
+
+def _published_boxes(fig: go.Figure, df: pl.DataFrame, labels: list[str]) -> None:
+    """The published boxes (pub_* columns) beside the dataset's, in grey."""
+    fig.add_trace(
+        go.Box(
+            x=labels,
+            q1=df["pub_q1_pct"],
+            median=df["pub_median_pct"],
+            q3=df["pub_q3_pct"],
+            lowerfence=df["pub_whisker_low_pct"],
+            upperfence=df["pub_whisker_high_pct"],
+            mean=df["pub_mean_pct"],
+            name="published (Fig 4)",
+            marker={"color": "#6b7280"},
+            fillcolor="rgba(107,114,128,0.2)",
+            offsetgroup="published",
+        ),
+        row=1,
+        col=1,
+        secondary_y=False,
+    )
+
+
+def _job_mix_traces(fig: go.Figure, df: pl.DataFrame, labels: list[str], published: bool) -> None:
+    """Mean GPUs per GPU job on the right axis (row 1), normalised mean duration and queue as bars (row 2), with the
+    published values as open markers."""
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=df["avg_gpus_per_job"],
+            name="mean GPUs per job",
+            mode="markers",
+            marker={"color": PALETTE[1], "size": 10, "symbol": "diamond"},
+            hovertemplate="%{x}<br>%{y:.1f} GPUs per job<extra></extra>",
+        ),
+        row=1,
+        col=1,
+        secondary_y=True,
+    )
+    bars = (("norm_avg_duration_pct", "mean duration", PALETTE[2]), ("norm_avg_queue_pct", "mean queue", PALETTE[3]))
+    for col, name, color in bars:
+        fig.add_trace(
+            go.Bar(x=labels, y=df[col], name=f"{name} (normalised)", marker={"color": color}, offsetgroup=col),
+            row=2,
+            col=1,
+        )
+    if not published:
+        return
+    marks = (
+        ("pub_avg_gpus_per_job", "published GPUs per job", PALETTE[1], 1, True),
+        ("pub_norm_avg_duration_pct", "published duration", PALETTE[2], 2, False),
+        ("pub_norm_avg_queue_pct", "published queue", PALETTE[3], 2, False),
+    )
+    for col, name, color, row, right in marks:
+        fig.add_trace(
+            go.Scatter(
+                x=labels,
+                y=df[col],
+                name=name,
+                mode="markers",
+                marker={"color": color, "size": 11, "symbol": "diamond-open", "line": {"width": 2}},
+            ),
+            row=row,
+            col=1,
+            secondary_y=right if row == 1 else None,
+        )
+
+
+def vc_fig4_figure(df: pl.DataFrame) -> go.Figure:
+    """Fig 4 as the paper draws it: per-VC utilisation boxes (precomputed quartiles) of the largest VCs, mean GPUs per
+    job on the right axis, and below the min-max normalised mean duration and queue per VC; the published values
+    (pub_* columns, when present) beside them, in the figure's order; window_label names the cluster and window."""
+    title = "Utilisation per VC as in the paper's Fig 4"
+    if df.is_empty():
+        return empty_figure(title=title)
+    published = "pub_mean_pct" in df.columns and df["pub_mean_pct"].is_not_null().any()
+    df = df if published else df.sort("mean_gpus", descending=True)  # the figure's order, else the largest first
+    labels = _vc_labels(df)
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.68, 0.32],
+        vertical_spacing=0.06,
+        specs=[[{"secondary_y": True}], [{}]],
+    )
+    fig.add_trace(
+        go.Box(
+            x=labels,
+            q1=df["q1_pct"],
+            median=df["median_pct"],
+            q3=df["q3_pct"],
+            lowerfence=df["whisker_low_pct"],
+            upperfence=df["whisker_high_pct"],
+            mean=df["mean_pct"],
+            customdata=df["vc"].to_list(),
+            name="utilisation (this dataset)",
+            marker={"color": PALETTE[0]},
+            fillcolor="rgba(0,114,178,0.25)",
+            offsetgroup="dataset",
+        ),
+        row=1,
+        col=1,
+        secondary_y=False,
+    )
+    if published:
+        _published_boxes(fig, df, labels)
+    _job_mix_traces(fig, df, labels, published)
+    fig.update_layout(boxmode="group", barmode="group", clickmode="event")
+    fig.update_yaxes(title_text="GPU utilisation (%)", range=[0, 105], row=1, col=1, secondary_y=False)
+    fig.update_yaxes(
+        title_text="GPUs per job", rangemode="tozero", tickformat=".0f", showgrid=False, row=1, col=1, secondary_y=True
+    )
+    fig.update_yaxes(title_text="normalised (%)", range=[0, 105], row=2, col=1)
+    subtitle = (
+        f"{df['window_label'][0]}, the {df.height} largest VCs (mean GPUs)" if "window_label" in df.columns else ""
+    )
+    return style(fig, f"{title}<br><sup>{subtitle}</sup>", "", "")
 
 
 def _log2_seconds_axis(fig: go.Figure) -> None:
@@ -298,8 +423,12 @@ def cdf_figure(df: pl.DataFrame, title: str, x_title: str, group: str = "cluster
 
 
 def duration_cdf_figure(df: pl.DataFrame, kind: str = "gpu") -> go.Figure:
-    """CDF of job duration (columns cluster, x_s, pct) for GPU or CPU jobs, log x as in the paper's Fig 5."""
-    return cdf_figure(df, f"{kind.upper()} job duration CDF", "duration (s, log scale)")
+    """CDF of job duration (columns cluster, x_s, pct) for GPU or CPU jobs, log x as in the paper's Fig 5; a pooled
+    curve of all clusters (Fig 1a's "Helios") is drawn thick and black."""
+    fig = cdf_figure(df, f"{kind.upper()} job duration CDF", "duration (s, log scale)")
+    fig.update_traces(selector={"name": POOLED_HELIOS}, line={"color": "black", "width": 3})
+    fig.update_traces(selector={"name": POOLED_OTHERS}, line={"color": "black", "width": 3})
+    return fig
 
 
 def queue_cdf_figure(df: pl.DataFrame) -> go.Figure:

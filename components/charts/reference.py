@@ -30,18 +30,47 @@ def load_reference() -> dict[str, Any]:
         return {}
 
 
+# Figure name -> (JSON key, series) of a published curve of all Helios clusters pooled (Fig 1a's "Helios").
+POOLED: dict[str, tuple[str, str]] = {"duration_gpu": ("helios_vs_philly_gpu_duration_cdf", "Helios")}
+FIG4_COLUMNS: tuple[str, ...] = (
+    "mean_pct",
+    "median_pct",
+    "q1_pct",
+    "q3_pct",
+    "whisker_low_pct",
+    "whisker_high_pct",
+    "avg_gpus_per_job",
+    "norm_avg_duration_pct",
+    "norm_avg_queue_pct",
+)
+
+
 def reference_curve(figure: str) -> pl.DataFrame:
-    """The published curve(s) matching a figure as columns cluster, <x>, <y> (empty when there is none)."""
+    """The published curve(s) matching a figure as columns cluster, <x>, <y> (empty when there is none): one per
+    Helios cluster, and all of them pooled where the paper draws that (Fig 1a)."""
     if figure not in CURVES:
         return pl.DataFrame()
     key, x_key, x_col, y_col = CURVES[figure]
-    block = load_reference().get(key)
+    ref = load_reference()
+    block = ref.get(key)
     if not block:
         return pl.DataFrame()
     xs = [str(x) for x in block[x_key]] if x_col == "x_gpus" else list(block[x_key])
-    frames = [
-        pl.DataFrame({"cluster": [f"Helios {c}"] * len(xs), x_col: xs, y_col: [float(v) for v in block[c]]})
-        for c in CLUSTERS
-        if c in block
-    ]
+    series = [(f"Helios {c}", block[c]) for c in CLUSTERS if c in block]
+    pooled_key, pooled = POOLED.get(figure, ("", ""))
+    if pooled and pooled in ref.get(pooled_key, {}):
+        series.append((f"{pooled} (Fig 1a)", ref[pooled_key][pooled]))
+    frames = [pl.DataFrame({"cluster": [n] * len(xs), x_col: xs, y_col: [float(v) for v in ys]}) for n, ys in series]
     return pl.concat(frames) if frames else pl.DataFrame()
+
+
+def fig4_published() -> pl.DataFrame:
+    """The published Fig 4 values per VC (Earth, May 2020) as columns vc, pub_order (the figure's order) and
+    pub_<column>; empty without the file."""
+    block = load_reference().get("earth_may_vc_utilization") or {}
+    rows = [
+        {"vc": vc, "pub_order": i, **{f"pub_{c}": float(v[c]) for c in FIG4_COLUMNS}}
+        for i, (vc, v) in enumerate(block.items())
+    ]
+    schema = {"vc": pl.String(), "pub_order": pl.Int64(), **{f"pub_{c}": pl.Float64() for c in FIG4_COLUMNS}}
+    return pl.DataFrame(rows, schema=schema)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
 
+from analytics.reference import CLUSTERS, FIG4
 from analytics.store import DatasetError
 from components.charts import figures, reference
 from components.datasets import access
@@ -113,6 +114,47 @@ def monthly(spec: Spec) -> pl.DataFrame:
     return jobs.join(util, on=["cluster", "month"], how="left")
 
 
+def duration_gpu(spec: Spec) -> pl.DataFrame:
+    """GPU-job duration CDF per cluster and, with several clusters, all of them pooled: "Helios" when they are
+    Helios' four clusters (Fig 1a), else "all clusters"."""
+    state = spec["state"]
+    clusters = state.get("clusters") or access.cluster_names(state["dataset"])
+    if len(clusters) < 2:
+        return access.query("duration_cdf", state, kind="gpu")
+    label = figures.POOLED_HELIOS if set(clusters) == set(CLUSTERS) else figures.POOLED_OTHERS
+    return access.query("duration_cdf", state, kind="gpu", pooled=label)
+
+
+def fig4_window(name: str) -> tuple[datetime, datetime, str]:
+    """The window of the paper's Fig 4 view on dataset name: FIG4's (May 2020 without its excluded day) when the
+    dataset's jobs cover it, else the first whole month it has; with the days to exclude."""
+    first, last = access.dataset_period(name)
+    if first and last and first <= f"{FIG4.start:%Y-%m-%d}" and last >= f"{FIG4.end:%Y-%m-%d}":
+        return FIG4.start, FIG4.end, FIG4.exclude_days_text()
+    day = datetime.fromisoformat(first) if first else FIG4.start
+    start = day if day.day == 1 else (day.replace(day=1) + timedelta(days=32)).replace(day=1)
+    return start, (start + timedelta(days=32)).replace(day=1), ""
+
+
+def vc_fig4(spec: Spec) -> pl.DataFrame:
+    """Fig 4 as the paper draws it: the cluster's FIG4.top_vcs largest VCs in the figure's window, with the published
+    values beside them (pub_* columns) for Earth in May 2020; window_label says which window and cluster."""
+    state = spec["state"]
+    name = state["dataset"]
+    known = access.cluster_names(name)
+    chosen = state.get("clusters") or ([FIG4.cluster] if FIG4.cluster in known else known[:1])
+    cluster = chosen[0] if chosen else ""
+    start, end, excluded = fig4_window(name)
+    published = reference.fig4_published() if cluster == FIG4.cluster and excluded else pl.DataFrame()
+    # the paper's VCs where it drew them (its ties at 32 GPUs broken its way), else the largest
+    vcs = published["vc"].to_list() if published.height else []
+    view = {**state, "clusters": [cluster], "vcs": vcs, "start": f"{start:%Y-%m-%d}", "end": f"{end:%Y-%m-%d}"}
+    df = access.query("vc_utilization", view, exclude_days=excluded, top="0" if vcs else str(FIG4.top_vcs))
+    label = f"{cluster}, {start:%B %Y}" + (f" without {', '.join(excluded.split(','))}" if excluded else "")
+    df = df.with_columns(pl.lit(label).alias("window_label"))
+    return df.join(published, on="vc", how="left").sort("pub_order") if published.height else df
+
+
 def compare_frames(spec: Spec, query: str, needs: tuple[str, ...] = (), **kwargs: Any) -> pl.DataFrame:
     """One query on every compared dataset having the needed features, clusters relabelled '<dataset> <cluster>'."""
     frames = []
@@ -148,9 +190,10 @@ CHARTS: dict[str, Chart] = {
     "diurnal_submit": Chart(_q("diurnal_submissions"), figures.diurnal_submissions_figure),
     "heatmap": Chart(_q("hour_weekday_submissions"), figures.submission_heatmap_figure),
     "monthly": Chart(monthly, figures.monthly_figure),
+    "vc_fig4": Chart(vc_fig4, figures.vc_fig4_figure, ("vc_utilisation",)),
     "vc_util": Chart(_q("vc_utilization"), figures.vc_utilization_figure, ("vc_utilisation",)),
     # Jobs page.
-    "duration_gpu": Chart(_q("duration_cdf", kind="gpu"), partial(figures.duration_cdf_figure, kind="gpu")),
+    "duration_gpu": Chart(duration_gpu, partial(figures.duration_cdf_figure, kind="gpu")),
     "duration_cpu": Chart(
         _q("duration_cdf", kind="cpu"), partial(figures.duration_cdf_figure, kind="cpu"), ("cpu_jobs",)
     ),

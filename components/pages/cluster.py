@@ -19,6 +19,7 @@ dash.register_page(__name__, path="/cluster", name="Cluster", title="Helios Dash
 
 UTIL = "utilization"
 VC = "vc_util"
+FIG4 = "vc_fig4"
 
 
 def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
@@ -28,6 +29,7 @@ def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
         grid([figure_card("running_queued", state)], {"xs": 12}),
         grid([figure_card("diurnal_util", state), figure_card("diurnal_submit", state)]),
         grid([figure_card("heatmap", state), figure_card("monthly", state)]),
+        grid([figure_card(FIG4, state, 620)], {"xs": 12}),
         grid([figure_card(VC, state, 440)], {"xs": 12}),
     ]
 
@@ -35,7 +37,9 @@ def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
 layout = page_layout(
     "Cluster",
     "GPU utilisation and load over time (drag the range slider to zoom), daily and weekly rhythms, monthly "
-    "trends and utilisation per virtual cluster. Click a VC to filter the whole dashboard to it.",
+    "trends and utilisation per virtual cluster: as the paper's Fig 4 draws it (May 2020 without May 10, the 10 "
+    "largest VCs, the published values beside), then every VC in the window you chose. Click a VC to filter the "
+    "whole dashboard to it.",
     body,
 )
 

@@ -320,10 +320,13 @@ def _threshold_cdf(values: pl.DataFrame, col: str, xs: list[int]) -> pl.DataFram
     return pl.DataFrame(rows, schema={"cluster": pl.String(), "x_s": pl.Int64(), "pct": pl.Float64()}, orient="row")
 
 
-def ref_duration_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, kind: str = "gpu") -> pl.DataFrame:
-    """% jobs of the kind with duration <= x for x = 1, 2, 4, ... 2^21 s."""
+def ref_duration_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, kind: str = "gpu", pooled: str = "") -> pl.DataFrame:
+    """% jobs of the kind with duration <= x for x = 1, 2, 4, ... 2^21 s, per cluster and (pooled) all together."""
     jobs = ref_jobs(ds, flt).filter(pl.col("gpu_num") > 0 if kind == "gpu" else pl.col("gpu_num") == 0)
-    return _threshold_cdf(_ended(jobs).drop_nulls("duration"), "duration", [2**k for k in range(22)])
+    ended = _ended(jobs).drop_nulls("duration")
+    if pooled and ended.height:
+        ended = pl.concat([ended, ended.with_columns(pl.lit(pooled).alias("cluster"))])
+    return _threshold_cdf(ended, "duration", [2**k for k in range(22)])
 
 
 def ref_queue_cdf(ds: Dataset, flt: JobFilter = NO_FILTER, kind: str = "gpu") -> pl.DataFrame:

@@ -30,7 +30,7 @@ FILTERS = {
     "unknown_cluster": JobFilter(clusters=("Nowhere",)),
 }
 OPTIONS = {
-    "duration_cdf": [{"kind": "gpu"}, {"kind": "cpu"}],
+    "duration_cdf": [{"kind": "gpu"}, {"kind": "cpu"}, {"kind": "gpu", "pooled": "all clusters"}],
     "queue_cdf": [{"kind": "gpu"}, {"kind": "cpu"}],
     "gpu_num_cdf": [{"weight": "jobs"}, {"weight": "gpu_time"}],
     "user_concentration": [{"metric": m} for m in queries.CONCENTRATION_METRICS],

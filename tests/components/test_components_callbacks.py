@@ -197,7 +197,7 @@ def test_the_compare_overlay_adds_the_published_curves(dash_app):
         fig, df = charts.render(spec)
     names = [t.name for t in fig.data]
     assert names[:3] == ["helios-synth Earth", "helios-synth Venus", "philly-mini Philly"]
-    assert "Helios Venus (published)" in names and len(names) == 7
+    assert "Helios Venus (published)" in names and "Helios (Fig 1a) (published)" in names and len(names) == 8
     assert set(df["cluster"]) == set(names[:3])
 
 

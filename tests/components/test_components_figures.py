@@ -128,7 +128,58 @@ def test_vc_boxes_use_the_precomputed_quartiles_and_carry_the_vc_for_drill_down(
     assert list(box.median) == [75.0, 55.0]
     assert list(box.customdata) == ["vcB", "vcA"]
     assert list(fig.data[1].y) == [64, 32]
-    assert fig.layout.yaxis2.title.text == "VC size (GPUs)"
+    assert fig.layout.yaxis2.title.text == "VC size (mean GPUs)"
+
+
+def _fig4_frame(published: bool) -> pl.DataFrame:
+    df = pl.DataFrame(
+        {
+            "cluster": ["Earth", "Earth"],
+            "vc": ["vcA", "vcB"],
+            "mean_gpus": [32.0, 64.0],
+            "mean_pct": [50.0, 70.0],
+            "median_pct": [55.0, 75.0],
+            "q1_pct": [20.0, 60.0],
+            "q3_pct": [80.0, 90.0],
+            "whisker_low_pct": [0.0, 30.0],
+            "whisker_high_pct": [100.0, 100.0],
+            "avg_gpus_per_job": [2.0, 8.0],
+            "norm_avg_duration_pct": [0.0, 100.0],
+            "norm_avg_queue_pct": [100.0, 0.0],
+            "window_label": ["Earth, May 2020 without 2020-05-10"] * 2,
+        }
+    )
+    if published:
+        df = df.with_columns(pl.col(c).alias(f"pub_{c}") for c in df.columns if c.endswith(("pct", "per_job")))
+    return df
+
+
+def test_fig4_draws_boxes_gpus_per_job_on_the_right_and_normalised_duration_and_queue_below():
+    fig = figures.vc_fig4_figure(_fig4_frame(published=False))
+    names = [t.name for t in fig.data]
+    assert names == [
+        "utilisation (this dataset)",
+        "mean GPUs per job",
+        "mean duration (normalised)",
+        "mean queue (normalised)",
+    ]
+    assert list(fig.data[0].x) == ["vcB (64)", "vcA (32)"]  # largest first, VC size = mean GPUs
+    assert fig.data[1].yaxis == "y2" and list(fig.data[1].y) == [8.0, 2.0]
+    assert fig.data[2].yaxis == "y3" and fig.layout.yaxis2.title.text == "GPUs per job"
+    assert "May 2020 without 2020-05-10" in fig.layout.title.text
+
+
+def test_fig4_overlays_the_published_values_when_given():
+    names = [t.name for t in figures.vc_fig4_figure(_fig4_frame(published=True)).data]
+    assert {"published (Fig 4)", "published GPUs per job", "published duration", "published queue"} <= set(names)
+
+
+def test_the_pooled_duration_curve_is_drawn_thick_and_black():
+    df = pl.DataFrame(
+        {"cluster": ["Earth", "Earth", "Helios", "Helios"], "x_s": [1, 2, 1, 2], "pct": [10.0, 50.0, 20.0, 60.0]}
+    )
+    pooled = [t for t in figures.duration_cdf_figure(df).data if t.name == "Helios"][0]
+    assert pooled.line.color == "black" and pooled.line.width == 3
 
 
 def test_heatmap_fills_missing_hours_with_zero():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-PAGES: dict[str, int] = {"/": 0, "/cluster": 7, "/jobs": 7, "/users": 4, "/compare": 8, "/data": 0}
+PAGES: dict[str, int] = {"/": 0, "/cluster": 8, "/jobs": 7, "/users": 4, "/compare": 8, "/data": 0}
 
 
 def test_every_page_is_served_with_the_shell(ui):
