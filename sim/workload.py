@@ -71,6 +71,22 @@ def vc_nodes_on(vc_gpus: pl.DataFrame, cluster: str, on: date, gpus_per_node: in
     return {vc: int(g) // gpus_per_node for vc, g in latest.iter_rows()}
 
 
+def vc_nodes_mean(
+    vc_gpus: pl.DataFrame, cluster: str, first: date, last: date, gpus_per_node: int = GPUS_PER_NODE
+) -> dict[str, int]:
+    """Nodes per VC of cluster: its mean GPUs over the days first..last (both included; a day without a row counts
+    as the latest earlier day's) over gpus_per_node, rounded, at least 1 for a VC with GPUs (vc_nodes_on's when no
+    day of the window has rows)."""
+    days = pl.date_range(first, last, "1d", eager=True).alias("date").to_frame()
+    rows = vc_gpus.filter(pl.col("cluster") == cluster).select("vc", "date", pl.col("gpus").cast(pl.Float64))
+    if rows.filter(pl.col("date").is_between(first, last)).is_empty():
+        return vc_nodes_on(vc_gpus, cluster, first, gpus_per_node)
+    grid = rows.select("vc").unique().join(days, how="cross").join(rows, on=["vc", "date"], how="full", coalesce=True)
+    grid = grid.sort("vc", "date").with_columns(pl.col("gpus").forward_fill().over("vc"))
+    mean = grid.filter(pl.col("date").is_between(first, last)).group_by("vc").agg(pl.col("gpus").fill_null(0).mean())
+    return {vc: (max(1, round(g / gpus_per_node)) if g > 0 else 0) for vc, g in mean.iter_rows() if vc is not None}
+
+
 def pool_whole_cluster(window: Window, vc_nodes: dict[str, int]) -> Window:
     """When only the whole cluster's capacity is known (VC `*`, e.g. Alibaba), every VC's jobs share that one pool."""
     if WHOLE_CLUSTER_VC not in vc_nodes or any(vc in vc_nodes for vc in window.vcs if vc != WHOLE_CLUSTER_VC):

@@ -51,15 +51,84 @@ def _card(title: str, body) -> dbc.Card:
     return dbc.Card(dbc.CardBody([html.H6(title, className="mb-2"), body], className="p-2"), className="mb-3 shadow-sm")
 
 
+_ERROR_NAMES = {"mae_s": "mean absolute error", "median_ape_pct": "median relative error"}
+
+
 def _predictor_text(predictor: dict) -> html.Div:
-    return html.Div(
-        [
-            html.Span(f"MAE {wf.human_duration(predictor.get('mae_s'))}", className="me-3"),
-            html.Span(f"median abs. error {predictor.get('median_ape_pct', 0):,.0f} %", className="me-3"),
-            html.Span(f"Spearman ρ {predictor.get('spearman', float('nan')):.3f}", id="whatif-spearman"),
-        ],
-        className="small mb-2",
-    )
+    none = predictor.get("none") or {}
+    lines = [
+        html.Div(
+            [
+                html.Span(f"MAE {wf.human_duration(predictor.get('mae_s'))}", className="me-3"),
+                html.Span(f"median relative error {predictor.get('median_ape_pct', 0):,.0f} %", className="me-3"),
+                html.Span(f"Spearman ρ {predictor.get('spearman', float('nan')):.3f}", id="whatif-spearman"),
+            ]
+        ),
+        html.Div(
+            f"Against “none” (every job 1 s): MAE {wf.human_duration(none.get('mae_s'))}, median relative error "
+            f"{none.get('median_ape_pct', 0):,.0f} %.",
+            className="text-muted",
+        ),
+    ]
+    worse = predictor.get("worse_than_none") or []
+    if worse:
+        names = " and ".join(_ERROR_NAMES[k] for k in worse)
+        lines.append(
+            dbc.Alert(
+                f"The {predictor.get('name')} predictor is worse than “none” (every job 1 s) on its {names}: "
+                "weigh what QSSF gains with it against QSSF with “none” (the predictor ladder).",
+                color="warning",
+                className="py-1 px-2 mt-2 mb-0",
+                id="whatif-predictor-warning",
+            )
+        )
+    return html.Div(lines, className="small mb-2")
+
+
+def _replay_card(result: ScenarioResult) -> dbc.Card | None:
+    """How far the replay of the policy closest to the record is from the record, first of the results."""
+    replay = result.replay
+    if replay is None:
+        return None
+    name = wf.scheme_label(replay["baseline"])
+    closest = sorted(replay["distance"].items(), key=lambda kv: kv[1])
+    ranking = ", ".join(f"{wf.scheme_label(s)} {d:.2f}" for s, d in closest)
+    body: list = [
+        html.Div(
+            f"Baseline: {name}, of the policies run the closest to what was recorded (mean absolute log ratio of "
+            f"mean and median queue and mean JCT, plus the utilisation gap: {ranking}). The others are compared "
+            "with it.",
+            className="small mb-2",
+        ),
+        wf.replay_table(replay),
+    ]
+    if replay["far"]:
+        body.append(
+            dbc.Alert(
+                f"The replay of {name} is far from what really happened: {'; '.join(replay['why'])}. The simulator "
+                "does not reproduce this cluster's record, so compare the policies with each other, not with the "
+                "record.",
+                color="danger",
+                className="py-1 px-2 small mb-2",
+                id="whatif-replay-warning",
+            )
+        )
+    waiting = dict(result.summary.select("scheme", "waiting_at_end").iter_rows()) if result.summary.height else {}
+    if any(waiting.values()):
+        counts = ", ".join(f"{wf.scheme_label(s)} {n:,}" for s, n in waiting.items())
+        body.append(
+            html.Div(
+                f"Jobs still waiting when the window ends are left out of the queue and JCT figures: {counts}.",
+                className="small text-muted",
+                id="whatif-waiting",
+            )
+        )
+    return _card("How far to trust this replay", html.Div(body))
+
+
+def _ratio_lines(result: ScenarioResult) -> html.Ul | None:
+    sentences = wf.ratio_sentences(result.summary, result.baseline)
+    return html.Ul([html.Li(t) for t in sentences], className="small mb-2", id="whatif-ratios") if sentences else None
 
 
 def _importance_row(importance: dict[str, float] | None) -> dbc.Row | None:
@@ -74,9 +143,13 @@ def results_children(result: ScenarioResult) -> list:
     nodes = sum(result.vc_nodes.values())
     window = f"{result.window[0]} → {result.window[1]}, {result.jobs:,} GPU jobs on {nodes} nodes"
     children: list = [html.Div(window, className="small text-muted mb-1", id="whatif-window")]
+    replay = _replay_card(result)
+    if replay is not None:
+        children.append(replay)
     if result.summary.height:
+        table = html.Div([_ratio_lines(result), wf.comparison_table(result.summary)])
         children += [
-            _card("Comparison with what really happened", wf.comparison_table(result.summary)),
+            _card("Comparison with what really happened", table),
             dbc.Row(
                 [
                     dbc.Col(_graph("jct-cdf", wf.cdf_figure(result.cdf, "jct_s", "Job completion time CDF")), lg=6),

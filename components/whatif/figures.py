@@ -37,10 +37,11 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("avg_bounded_slowdown", "Bounded slowdown", "num"),
     ("gpu_util_pct", "GPU util %", "num"),
     ("unplaceable", "Unplaceable", "int"),
-    ("avg_jct_x_vs_recorded", "JCT × vs recorded", "factor"),
-    ("avg_jct_x_vs_fifo", "JCT × vs FIFO", "factor"),
-    ("avg_queue_x_vs_recorded", "Queue × vs recorded", "factor"),
-    ("avg_queue_x_vs_fifo", "Queue × vs FIFO", "factor"),
+    ("waiting_at_end", "Waiting at window end", "int"),
+    ("avg_jct_x_vs_recorded", "Mean JCT ÷ recorded", "factor"),
+    ("avg_jct_x_vs_baseline", "Mean JCT ÷ baseline", "factor"),
+    ("avg_queue_x_vs_recorded", "Mean queue ÷ recorded", "factor"),
+    ("avg_queue_x_vs_baseline", "Mean queue ÷ baseline", "factor"),
 )
 TOP_VCS = 10
 CES_NUMBERS: tuple[tuple[str, str, str], ...] = (
@@ -104,6 +105,71 @@ def comparison_table(summary: pl.DataFrame) -> dbc.Table:
     table = dbc.Table([head, html.Tbody(rows)], bordered=False, hover=True, size="sm", responsive=True, striped=True)
     table.className = "small"
     return table
+
+
+def scheme_label(scheme: str) -> str:
+    """A scheme's name as the page writes it (FIFO, QSSF, recorded)."""
+    return scheme if scheme == "recorded" else scheme.upper()
+
+
+def ratio_phrase(ratio: float | None, what: str, reference: str) -> str:
+    """'0.13× FIFO's mean queue, 7.8× shorter': a ratio (scheme / reference) with its direction."""
+    if ratio is None or not np.isfinite(ratio):
+        return f"{reference}'s {what}: no ratio"
+    if abs(ratio - 1) < 0.005:
+        return f"{ratio:.2f}× {reference}'s {what}, the same"
+    direction = f"{_times(1 / ratio)}× shorter" if ratio < 1 else f"{_times(ratio)}× longer"
+    return f"{_times(ratio)}× {reference}'s {what}, {direction}"
+
+
+def _times(value: float) -> str:
+    """A factor with two significant digits, whole above 100 (0.13, 7.8, 690)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.2g}"
+
+
+def ratio_sentences(summary: pl.DataFrame, baseline: str | None) -> list[str]:
+    """One sentence per simulated scheme other than the baseline: its mean queue and JCT against the baseline's."""
+    if baseline is None or "avg_queue_x_vs_baseline" not in summary.columns:
+        return []
+    name = scheme_label(baseline)
+    out = []
+    for row in summary.iter_rows(named=True):
+        if row["scheme"] in ("recorded", baseline):
+            continue
+        queue = ratio_phrase(row["avg_queue_x_vs_baseline"], "mean queue", name)
+        jct = ratio_phrase(row["avg_jct_x_vs_baseline"], "mean JCT", name)
+        out.append(f"{scheme_label(row['scheme'])}: {queue}; {jct}.")
+    return out
+
+
+def _replay_value(value: float | None, metric: str) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.1f} %" if metric == "GPU utilisation" else human_duration(value)
+
+
+def replay_table(replay: dict) -> dbc.Table:
+    """The baseline's replay beside the record: each metric's recorded and replayed value and their ratio."""
+    head = html.Thead(
+        html.Tr(
+            [
+                html.Th(h)
+                for h in ("", "recorded", f"replayed ({scheme_label(replay['baseline'])})", "replayed ÷ recorded")
+            ]
+        )
+    )
+    rows = [
+        html.Tr(
+            [
+                html.Td(line["metric"]),
+                html.Td(_replay_value(line["recorded"], line["metric"])),
+                html.Td(_replay_value(line["replayed"], line["metric"])),
+                html.Td("–" if line["ratio"] is None else f"{line['ratio']:.2f}×"),
+            ]
+        )
+        for line in replay["lines"]
+    ]
+    return dbc.Table([head, html.Tbody(rows)], size="sm", bordered=False, className="small mb-2", id="whatif-replay")
 
 
 def cdf_figure(cdf: pl.DataFrame, metric: str, title: str) -> go.Figure:

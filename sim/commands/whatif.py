@@ -12,7 +12,18 @@ from analytics.store import DatasetError
 from sim.commands.scenario_options import add_scenario_arguments, base_config
 from sim.scenario import ScenarioError, open_request, run_request
 
-SHOWN = ("scheme", "jobs", "avg_jct_s", "median_jct_s", "avg_queue_s", "gpu_util_pct", "unplaceable")
+SHOWN = (
+    "scheme",
+    "jobs",
+    "avg_jct_s",
+    "median_jct_s",
+    "avg_queue_s",
+    "median_queue_s",
+    "gpu_util_pct",
+    "unplaceable",
+    "waiting_at_end",
+    "avg_queue_x_vs_baseline",
+)
 
 
 def register(subparsers) -> None:
@@ -40,6 +51,18 @@ def _print_summary(summary: pl.DataFrame) -> None:
         print("".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
 
 
+def _print_replay(replay: dict | None) -> None:
+    """The baseline's replay against the record, and the warning when it is far from it."""
+    if replay is None:
+        return
+    print(f"baseline (closest to the record): {replay['baseline']}; distances {replay['distance']}")
+    for line in replay["lines"]:
+        ratio = "-" if line["ratio"] is None else f"{line['ratio']:.2f}x"
+        print(f"  {line['metric']}: recorded {line['recorded']}, replayed {line['replayed']} ({ratio})")
+    if replay["far"]:
+        print(f"  WARNING: the replay is far from the record: {'; '.join(replay['why'])}")
+
+
 def _stderr_progress(fraction: float, message: str) -> None:
     print(f"[{fraction * 100:5.1f} %] {message}", file=sys.stderr, flush=True)
 
@@ -52,13 +75,23 @@ def run_command(args: argparse.Namespace) -> int:
     except (ScenarioError, DatasetError, ValueError, OSError) as exc:
         return fail(str(exc))
     ces = (result.ces or {}).get("metrics")
+    predictor = {k: v for k, v in result.predictor.items() if k != "density"}
     if args.json:
         print_json(
-            {"window": result.window, "vc_nodes": result.vc_nodes, "summary": result.summary.to_dicts(), "ces": ces}
+            {
+                "window": result.window,
+                "vc_nodes": result.vc_nodes,
+                "summary": result.summary.to_dicts(),
+                "baseline": result.baseline,
+                "replay": result.replay,
+                "predictor": predictor,
+                "ces": ces,
+            }
         )
         return 0
     print(f"{request.config.cluster}: {result.window[0]} .. {result.window[1]}, {result.jobs:,} GPU jobs")
     _print_summary(result.summary)
+    _print_replay(result.replay)
     for name, value in (ces or {}).items():
         print(f"  ces {name}: {value}")
     return 0

@@ -17,6 +17,20 @@ from sim.scenario.config import RECORDED
 CDF_POINTS = 200
 TIMELINE_STEP_S = 600
 DENSITY_BINS = 40
+# A replay is far from the record when its mean queue is this many times the recorded one (either way; queues
+# offset by QUEUE_OFFSET_S so that a few seconds against none do not count), its mean JCT FAR_JCT_RATIO times, or
+# its utilisation FAR_UTIL_PP points away.
+FAR_QUEUE_RATIO = 3.0
+FAR_JCT_RATIO = 1.5
+FAR_UTIL_PP = 10.0
+QUEUE_OFFSET_S = 60.0
+REPLAY_METRICS: tuple[tuple[str, str], ...] = (
+    ("avg_queue_s", "mean queue"),
+    ("median_queue_s", "median queue"),
+    ("gpu_util_pct", "GPU utilisation"),
+    ("avg_jct_s", "mean JCT"),
+    ("median_jct_s", "median JCT"),
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,6 +51,8 @@ class ScenarioResult:
     ces: dict[str, Any] | None
     stage_s: dict[str, float]
     importance: dict[str, float] | None = None  # LightGBM's gain share (%) per feature, when LightGBM ran
+    baseline: str | None = None  # the policy the others are compared with: the one closest to the record
+    replay: dict[str, Any] | None = None  # the baseline's replay against the record (replay_fidelity)
 
 
 def sim_records(result: SimResult, scheme: str) -> pl.DataFrame:
@@ -183,32 +199,89 @@ def per_vc_means(records: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def summary_row(records: pl.DataFrame, used: np.ndarray, capacity_gpus: int, span_points: int) -> dict:
-    """The comparison-table row of one scheme: metrics.summarize's overall figures plus the utilisation."""
-    row = metrics.summarize(records)["all"]
+def summary_row(
+    records: pl.DataFrame, used: np.ndarray, capacity_gpus: int, span_points: int, window_end_s: int
+) -> dict:
+    """The comparison-table row of one scheme: metrics.summarize's figures over the jobs that started by the end of
+    the window (those still waiting then are counted in waiting_at_end, not averaged in as huge waits), plus the
+    utilisation."""
+    late = pl.col("placed") & (pl.col("start_s") > window_end_s)
+    row = metrics.summarize(records.filter(~late))["all"]
+    row["waiting_at_end"] = int(records.select(late.sum()).item())
     busy = used[:span_points].astype(np.float64)
     row["gpu_util_pct"] = round(float(busy.mean() / capacity_gpus * 100), 1) if capacity_gpus else None
     return row
 
 
-def with_factors(rows: list[dict]) -> pl.DataFrame:
-    """The comparison table of rows with each scheme's speed-up factors against the record and against FIFO."""
+def _distance(row: dict, recorded: dict) -> float:
+    """How far a scheme's row is from the recorded one: the mean absolute log ratio of its mean and median queue
+    (offset by QUEUE_OFFSET_S) and mean JCT, and its utilisation difference as a fraction."""
+    parts = [
+        abs(np.log((row[k] + QUEUE_OFFSET_S) / (recorded[k] + QUEUE_OFFSET_S)))
+        for k in ("avg_queue_s", "median_queue_s")
+    ]
+    parts.append(abs(np.log(max(row["avg_jct_s"], 1.0) / max(recorded["avg_jct_s"], 1.0))))
+    parts.append(abs(row["gpu_util_pct"] - recorded["gpu_util_pct"]) / 100)
+    return float(np.mean(parts))
+
+
+def closest_to_record(rows: list[dict]) -> str | None:
+    """The simulated scheme whose figures are closest to the recorded ones (_distance); None without a record."""
+    recorded = next((r for r in rows if r["scheme"] == RECORDED), None)
+    simulated = [r for r in rows if r["scheme"] != RECORDED and r.get("avg_jct_s") is not None]
+    if recorded is None or recorded.get("avg_jct_s") is None or not simulated:
+        return None
+    return min(simulated, key=lambda r: _distance(r, recorded))["scheme"]
+
+
+def replay_fidelity(rows: list[dict], baseline: str) -> dict[str, Any] | None:
+    """The baseline's replay beside the record: per metric the recorded and replayed values and their ratio, the
+    distance of every simulated scheme, and whether the replay is far from the record (and why)."""
+    by_scheme = {r["scheme"]: r for r in rows}
+    recorded, replayed = by_scheme.get(RECORDED), by_scheme.get(baseline)
+    if recorded is None or replayed is None or recorded.get("avg_jct_s") is None:
+        return None
+    lines = []
+    for key, label in REPLAY_METRICS:
+        rec, rep = recorded.get(key), replayed.get(key)
+        ratio = rep / rec if rec and rep is not None else None
+        lines.append({"metric": label, "recorded": rec, "replayed": rep, "ratio": ratio})
+    queue = (replayed["avg_queue_s"] + QUEUE_OFFSET_S) / (recorded["avg_queue_s"] + QUEUE_OFFSET_S)
+    jct = max(replayed["avg_jct_s"], 1.0) / max(recorded["avg_jct_s"], 1.0)
+    util = replayed["gpu_util_pct"] - recorded["gpu_util_pct"]
+    why = []
+    if max(queue, 1 / queue) > FAR_QUEUE_RATIO:
+        why.append(f"its mean queue is {queue:.3g}× the recorded one")
+    if max(jct, 1 / jct) > FAR_JCT_RATIO:
+        why.append(f"its mean JCT is {jct:.3g}× the recorded one")
+    if abs(util) > FAR_UTIL_PP:
+        why.append(f"its utilisation is {util:+.1f} points off the recorded one")
+    distances = {r["scheme"]: round(_distance(r, recorded), 3) for r in rows if r["scheme"] != RECORDED}
+    return {"baseline": baseline, "lines": lines, "far": bool(why), "why": why, "distance": distances}
+
+
+def with_factors(rows: list[dict], baseline: str | None) -> pl.DataFrame:
+    """The comparison table of rows with each scheme's mean JCT and queue as a ratio to the record's and to the
+    baseline's (scheme / reference: below 1 is shorter)."""
     table = pl.DataFrame(rows)
     factors = []
-    for reference in (RECORDED, "fifo"):
-        ref = table.filter(pl.col("scheme") == reference)
+    for reference, suffix in ((RECORDED, "recorded"), (baseline, "baseline")):
+        ref = table.filter(pl.col("scheme") == reference) if reference else table.head(0)
         for col in ("avg_jct_s", "avg_queue_s"):
-            name = f"{col.removesuffix('_s')}_x_vs_{reference}"
+            name = f"{col.removesuffix('_s')}_x_vs_{suffix}"
             if ref.height and ref[col][0]:
-                factors.append((pl.lit(ref[col][0]) / pl.col(col)).round(2).alias(name))
+                factors.append((pl.col(col) / pl.lit(ref[col][0])).round(3).alias(name))
             else:
                 factors.append(pl.lit(None, dtype=pl.Float64).alias(name))
     return table.with_columns(factors)
 
 
 def predictor_quality(name: str, predicted_s: np.ndarray, true_s: np.ndarray) -> dict[str, Any]:
-    """MAE, median APE and rank correlation, plus a log-log density of predicted vs actual durations."""
+    """MAE, median APE and rank correlation, the same errors of the trivial "none" predictor (every job 1 s) and the
+    errors on which this predictor is worse than it, plus a log-log density of predicted vs actual durations."""
     q = quality(predicted_s, true_s.astype(np.float64))
+    trivial = quality(np.ones_like(predicted_s, dtype=np.float64), true_s.astype(np.float64))
+    worse = [k for k in ("mae_s", "median_ape_pct") if name != "none" and q[k] > trivial[k]]
     x = np.log10(np.maximum(true_s.astype(np.float64), 1.0))
     y = np.log10(np.maximum(predicted_s, 1.0))
     top = float(max(x.max(initial=0.0), y.max(initial=0.0), 1.0))
@@ -222,4 +295,11 @@ def predictor_quality(name: str, predicted_s: np.ndarray, true_s: np.ndarray) ->
             "jobs": counts.ravel().astype(np.int64),
         }
     ).filter(pl.col("jobs") > 0)
-    return {"name": name, **{k: round(v, 3) for k, v in q.items()}, "density": density}
+    none = {k: round(v, 3) for k, v in trivial.items() if k != "spearman"}
+    return {
+        "name": name,
+        **{k: round(v, 3) for k, v in q.items()},
+        "none": none,
+        "worse_than_none": worse,
+        "density": density,
+    }

@@ -24,11 +24,13 @@ from sim.scenario.energy import run_ces_part
 from sim.scenario.outputs import (
     ScenarioResult,
     cdf_points,
+    closest_to_record,
     engine_timeline,
     per_vc_means,
     predictor_quality,
     recorded_records,
     records_timeline,
+    replay_fidelity,
     sim_records,
     summary_row,
     timeline_frame,
@@ -179,9 +181,10 @@ def run_scenario(
 class _Schemes:
     """Accumulates each scheme's records, comparison row and timeline on one shared time grid."""
 
-    def __init__(self, w: Workload, t0: datetime, gpus_per_node: int):
+    def __init__(self, w: Workload, t0: datetime, end: datetime, gpus_per_node: int):
         self.t0 = t0
         self.capacity = sum(w.vc_nodes) * gpus_per_node
+        self.end_s = int((end - t0).total_seconds())
         span_s = int(w.submit_s.max(initial=0)) + 1
         self.grid = timeline_grid(span_s)
         self.span_points = int(np.searchsorted(self.grid, span_s))
@@ -192,7 +195,8 @@ class _Schemes:
     def add(self, scheme: str, records: pl.DataFrame, used: np.ndarray, queued: np.ndarray) -> None:
         """Record one scheme's per-job outcome and its GPUs-in-use and jobs-waiting series."""
         self.records[scheme] = records
-        self.rows.append({"scheme": scheme, **summary_row(records, used, self.capacity, self.span_points)})
+        row = summary_row(records, used, self.capacity, self.span_points, self.end_s)
+        self.rows.append({"scheme": scheme, **row})
         self.timelines.append(timeline_frame(scheme, self.t0, self.grid, used, queued, self.capacity))
 
     def all_records(self) -> pl.DataFrame:
@@ -203,7 +207,9 @@ class _Schemes:
 def _prepare(config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, reporter: _Reporter, step: float):
     reporter.report(0.0, "selecting the window")
     window = _window(config, jobs)
-    nodes = workload.vc_nodes_on(vc_gpus, config.cluster, window.start.date(), config.gpus_per_node)
+    nodes = workload.vc_nodes_mean(
+        vc_gpus, config.cluster, window.start.date(), window.end.date(), config.gpus_per_node
+    )
     nodes = workload.scale_nodes(nodes, config.capacity_scale)
     window = workload.pool_whole_cluster(window, nodes)
     reporter.report(step * 0.5, f"predicting durations ({config.estimator})")
@@ -230,7 +236,7 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool) -> Scen
     t = time.perf_counter()
     window, w, importance = _prepare(config, jobs, vc_gpus, reporter, step)
     stage_s: dict[str, float] = {"prepare": time.perf_counter() - t}
-    schemes = _Schemes(w, window.start, config.gpus_per_node)
+    schemes = _Schemes(w, window.start, window.end, config.gpus_per_node)
     baseline = recorded_records(w) if config.load_factor == 1.0 else None
     if baseline is not None:
         schemes.add(RECORDED, baseline, *records_timeline(baseline, schemes.grid))
@@ -258,15 +264,24 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool) -> Scen
     return result
 
 
+def default_baseline(rows: list[dict], policies: tuple[str, ...]) -> str | None:
+    """The policy the others are compared with: the one closest to the record, else FIFO, else the first."""
+    closest = closest_to_record(rows)
+    if closest is not None:
+        return closest
+    return "fifo" if "fifo" in policies else (policies[0] if policies else None)
+
+
 def _assemble(config, window: workload.Window, w: Workload, schemes: _Schemes, keep_records: bool) -> ScenarioResult:
     records = schemes.all_records()
     empty = pl.DataFrame()
+    baseline = default_baseline(schemes.rows, config.policies)
     return ScenarioResult(
         config=config_to_dict(config),
         window=(str(window.start), str(window.end)),
         jobs=len(w),
         vc_nodes=dict(zip(w.vc_names, w.vc_nodes, strict=True)),
-        summary=with_factors(schemes.rows) if schemes.rows else empty,
+        summary=with_factors(schemes.rows, baseline) if schemes.rows else empty,
         per_vc=per_vc_means(records) if records.height else empty,
         cdf=pl.concat([cdf_points(r, s) for s, r in schemes.records.items()]) if schemes.records else empty,
         timeline=pl.concat(schemes.timelines) if schemes.timelines else empty,
@@ -275,6 +290,8 @@ def _assemble(config, window: workload.Window, w: Workload, schemes: _Schemes, k
         ladder=None,
         ces=None,
         stage_s={},
+        baseline=baseline,
+        replay=replay_fidelity(schemes.rows, baseline) if baseline else None,
     )
 
 

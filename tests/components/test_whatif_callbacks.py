@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from contextvars import copy_context
@@ -339,3 +340,45 @@ def test_no_importance_figure_for_other_predictors(ran, settings):
     assert cb.importance_button_style(meta, settings) == ids.HIDDEN
     with pytest.raises(cb.PreventUpdate):
         cb.download_importance(1, meta, settings)
+
+
+def test_the_replay_card_comes_first_and_names_the_baseline(ran):
+    _, result = ran
+    children = cb.results_children(result)
+    texts = [str(n["props"].get("children")) for n in _walk(children) if n["type"] == "H6"]
+    assert texts[0] == "How far to trust this replay"
+    ids_seen = {n["props"].get("id") for n in _walk(children)}
+    assert "whatif-replay" in ids_seen and "whatif-ratios" in ids_seen
+    assert result.baseline in ("fifo", "sjf") and result.replay["baseline"] == result.baseline
+
+
+def test_a_replay_far_from_the_record_is_flagged(ran):
+    _, result = ran
+    far = {**result.replay, "far": True, "why": ["its mean queue is 12× the recorded one"]}
+    children = cb.results_children(dataclasses.replace(result, replay=far))
+    alerts = [n for n in _walk(children) if n["props"].get("id") == "whatif-replay-warning"]
+    assert len(alerts) == 1 and "12× the recorded one" in str(alerts[0]["props"]["children"])
+
+
+def test_ratios_say_their_direction():
+    assert wf.ratio_phrase(0.128, "mean queue", "FIFO") == "0.13× FIFO's mean queue, 7.8× shorter"
+    assert wf.ratio_phrase(692.3, "mean queue", "SRTF") == "692× SRTF's mean queue, 692× longer"
+    assert wf.ratio_phrase(1.0, "mean JCT", "FIFO") == "1.00× FIFO's mean JCT, the same"
+    summary = pl.DataFrame(
+        {
+            "scheme": [RECORDED, "fifo", "qssf"],
+            "avg_queue_x_vs_baseline": [2.0, 1.0, 0.128],
+            "avg_jct_x_vs_baseline": [1.0, 1.0, 0.5],
+        }
+    )
+    assert wf.ratio_sentences(summary, "fifo") == [
+        "QSSF: 0.13× FIFO's mean queue, 7.8× shorter; 0.5× FIFO's mean JCT, 2× shorter."
+    ]
+
+
+def test_a_predictor_worse_than_none_is_called_out():
+    predictor = {"name": "history", "mae_s": 9000.0, "median_ape_pct": 2432.0, "spearman": 0.1}
+    predictor |= {"none": {"mae_s": 5000.0, "median_ape_pct": 99.0}, "worse_than_none": ["mae_s", "median_ape_pct"]}
+    found = [n for n in _walk([cb._predictor_text(predictor)]) if n["props"].get("id") == "whatif-predictor-warning"]
+    assert len(found) == 1 and "mean absolute error and median relative error" in str(found[0]["props"]["children"])
+    assert not [n for n in _walk([cb._predictor_text(predictor | {"worse_than_none": []})]) if n["type"] == "Alert"]
