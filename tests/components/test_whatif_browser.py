@@ -43,7 +43,8 @@ WATCH_PROGRESS = """() => {
 
 
 def _table(page) -> list[str]:
-    return page.locator("#whatif-results table tbody tr").all_inner_texts()
+    """The rows of the comparison table (the replay table above it has its own)."""
+    return page.locator("#whatif-results tr[id^='whatif-row-']").all_inner_texts()
 
 
 def _cached_key(url: str, settings):
