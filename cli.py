@@ -11,6 +11,7 @@ import sys
 # Each module exposes `register(subparsers)`, which adds one or more sub-commands whose `func(args) -> int` runs them.
 COMMAND_MODULES: tuple[str, ...] = (
     "analytics.commands.ingest",
+    "analytics.commands.sync",
     "sim.commands.demo",
     "analytics.commands.fidelity",
     "analytics.commands.summary",

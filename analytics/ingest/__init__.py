@@ -1,6 +1,8 @@
-"""Ingest of real traces (Helios, Philly, Alibaba openb) into validated datasets with a data-quality report.
+"""Ingest of real traces (Helios, Philly, Alibaba openb, Slurm sacct, any CSV through a column mapping) into
+validated datasets with a data-quality report.
 
-A failed ingest raises IngestError before anything is written; a successful one swaps the dataset in.
+A failed ingest raises IngestError before anything is written; a successful one swaps the dataset in. `append`
+refreshes a dataset with a newer export of a source whose job ids are stable (Slurm, a CSV with an id column).
 """
 
 from __future__ import annotations
@@ -13,24 +15,33 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from analytics import store
+from analytics import schema, store
 from analytics.ingest import quality
 from analytics.ingest.alibaba import DEFAULT_ORIGIN, open_alibaba
 from analytics.ingest.archive import DEFAULT_MAX_MEMBER_BYTES
 from analytics.ingest.helios import open_helios
-from analytics.ingest.parse import TIME_FORMAT, IngestError, Source
+from analytics.ingest.mapped_csv import CsvOptions, open_mapped_csv
+from analytics.ingest.parse import IngestError, Source
 from analytics.ingest.philly import open_philly
+from analytics.ingest.refresh import job_totals, merged_capacity, refreshed_meta
+from analytics.ingest.slurm import SlurmOptions, open_slurm
 from analytics.progress import Progress
 
 
 @dataclass(frozen=True)
 class IngestOptions:
-    """Format options: Helios clusters to keep, Philly node table, Alibaba origin, zip member size limit."""
+    """Format options: Helios clusters to keep, Philly node table, Alibaba origin, zip member size limit; for Slurm
+    and CSV the cluster name, pseudonym salt and capacity file; Slurm's VC column; CSV's column mapping."""
 
     clusters: tuple[str, ...] = ()
     vc_nodes: Path | None = None
     origin: str = DEFAULT_ORIGIN
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+    cluster: str = ""
+    anonymise_salt: str | None = None
+    capacity: Path | None = None
+    vc_from: str = "partition"
+    column_map: tuple[tuple[str, str], ...] = ()
 
 
 class SourceInput(Protocol):
@@ -57,6 +68,18 @@ def _open_philly(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
 @contextmanager
 def _open_alibaba(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
     yield open_alibaba(path, options.origin)
+
+
+@contextmanager
+def _open_slurm(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
+    cluster = options.cluster or SlurmOptions.cluster
+    yield open_slurm(path, SlurmOptions(cluster, options.vc_from, options.anonymise_salt, options.capacity))
+
+
+@contextmanager
+def _open_csv(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
+    cluster = options.cluster or CsvOptions.cluster
+    yield open_mapped_csv(path, CsvOptions(options.column_map, cluster, options.anonymise_salt, options.capacity))
 
 
 @dataclass(frozen=True)
@@ -86,7 +109,10 @@ FORMATS: dict[str, Format] = {
         "Workloads with Fragmentation Gradient Descent', USENIX ATC'23), alibaba/clusterdata "
         "cluster-trace-gpu-v2023, CC BY 4.0",
     ),
+    "slurm": Format(_open_slurm, "Slurm accounting records (sacct) of the cluster named in the dataset"),
+    "csv": Format(_open_csv, "Job records of the scheduler named in the dataset, read through a column mapping"),
 }
+OWN_CLUSTER_FORMATS = ("slurm", "csv")  # formats of one's own cluster: cluster name, capacity file, pseudonyms
 
 
 def _check_options(fmt: str, options: IngestOptions) -> None:
@@ -98,6 +124,13 @@ def _check_options(fmt: str, options: IngestOptions) -> None:
         raise IngestError("--vc-nodes applies to --format philly only")
     if options.max_member_bytes <= 0:
         raise IngestError("--max-member-bytes must be positive")
+    own = options.cluster or options.capacity or options.anonymise_salt is not None
+    if own and fmt not in OWN_CLUSTER_FORMATS:
+        raise IngestError("--cluster, --capacity and --anonymise apply to --format slurm and csv only")
+    if options.vc_from != "partition" and fmt != "slurm":
+        raise IngestError("--vc-from applies to --format slurm only")
+    if options.column_map and fmt != "csv":
+        raise IngestError("--map applies to --format csv only")
 
 
 @contextmanager
@@ -108,10 +141,6 @@ def open_source(path: Path, fmt: str, options: IngestOptions) -> Iterator[Source
         yield source_input
 
 
-def _time_text(value: Any) -> str | None:
-    return value.strftime(TIME_FORMAT) if value is not None else None
-
-
 def build_meta(
     path: Path,
     fmt: str,
@@ -120,18 +149,10 @@ def build_meta(
     report: dict[str, Any],
 ) -> dict[str, Any]:
     """The dataset's meta.json content: source, format, clusters, period, row counts, attribution, quality."""
-    per_cluster = dict(jobs.group_by("cluster").len().sort("cluster").rows())
-    start, end = jobs.select(pl.col("submit_time").min().alias("start"), pl.col("submit_time").max()).row(0)
     return {
         "source": str(path),
         "format": fmt,
-        "clusters": sorted(per_cluster),
-        "period": {"start": _time_text(start), "end": _time_text(end)},
-        "row_counts": {
-            "jobs": jobs.height,
-            "jobs_per_cluster": per_cluster,
-            "vc_gpus": source.vc_gpus.height,
-        },
+        **job_totals(jobs.lazy(), source.vc_gpus.height),
         "attribution": FORMATS[fmt].attribution,
         **source.meta,
         "quality": report,
@@ -173,6 +194,40 @@ def ingest(
     if source:
         meta["source"] = source
     with progress.stage(f"writing dataset {name}"):
-        dataset = store.write_dataset(name, jobs, vc_gpus, meta, root)
+        dataset = store.write_dataset(name, jobs, vc_gpus, meta, root, monthly=bool(meta.get("stable_job_ids")))
     progress.done(f"ingested {jobs.height} jobs into {name}")
     return dataset
+
+
+def append(
+    path: Path,
+    fmt: str,
+    name: str,
+    options: IngestOptions | None = None,
+    progress: Progress | None = None,
+    root: Path | None = None,
+    source: str | None = None,
+) -> store.Upsert:
+    """Add the new jobs of the trace at path to dataset name and update its changed ones (same cluster and job id),
+    rewriting only the months they touch; the dataset is created when absent, and a second run changes nothing."""
+    try:
+        store.check_name(name)
+    except store.DatasetError as exc:
+        raise IngestError(str(exc)) from exc
+    progress = progress or Progress(0, quiet=True)
+    jobs, vc_gpus, meta = prepare(path, fmt, options or IngestOptions(), progress)
+    if not meta.get("stable_job_ids"):
+        raise IngestError(f"{path}: --append needs job ids that stay the same between exports (for csv: map id=...)")
+    if source:
+        meta["source"] = source
+    with progress.stage(f"merging into dataset {name}"):
+        try:
+            current: store.Dataset | None = store.open_dataset(name, root)
+        except store.DatasetError:
+            current = None
+        stored = current.vc_gpus() if current else vc_gpus.clear()
+        capacity = merged_capacity(schema.conform_vc_gpus(stored), vc_gpus, jobs)
+        meta_for = refreshed_meta(meta, current.meta if current else None, capacity.height)
+        result = store.upsert_jobs(name, jobs, capacity, meta_for, root)
+    progress.done(f"{name}: {result.added} jobs added, {result.updated} updated, {result.unchanged} unchanged")
+    return result
