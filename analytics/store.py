@@ -263,7 +263,7 @@ def _old_month(current: Dataset, month: str) -> pl.DataFrame:
     """The stored jobs of one submit month (empty when there are none)."""
     if current.jobs_path.is_dir():
         path = current.jobs_path / f"{month}.parquet"
-        return pl.read_parquet(path) if path.exists() else schema.conform_jobs(pl.DataFrame())
+        return pl.read_parquet(path) if path.exists() else pl.DataFrame(schema=schema.JOB_SCHEMA)
     month_of = pl.col("submit_time").dt.strftime(MONTH_FORMAT)
     return current.jobs().filter(month_of == month).collect()
 

@@ -227,6 +227,8 @@ def append(
             current = None
         stored = current.vc_gpus() if current else vc_gpus.clear()
         capacity = merged_capacity(schema.conform_vc_gpus(stored), vc_gpus, jobs)
+        if vc_gpus.is_empty() and capacity.height:  # the stored capacity stands: keep its facts in meta.json
+            meta = {k: v for k, v in meta.items() if k not in ("capacity_source", "disabled_views")}
         meta_for = refreshed_meta(meta, current.meta if current else None, capacity.height)
         result = store.upsert_jobs(name, jobs, capacity, meta_for, root)
     progress.done(f"{name}: {result.added} jobs added, {result.updated} updated, {result.unchanged} unchanged")

@@ -137,7 +137,7 @@ def read_capacity(path: Path) -> Capacity:
         raise IngestError(f"{label}: empty capacity file")
     if first.lstrip().startswith("NodeName="):
         return parse_scontrol_nodes(text, label)
-    if "GRES" in first.upper() and "," not in first:
+    if any(name in first.upper() for name in ("GRES", "NODELIST", "HOSTNAMES")) and "," not in first:
         return parse_sinfo(text, label)
     return parse_capacity_csv(path, label)
 
