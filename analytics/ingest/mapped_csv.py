@@ -125,13 +125,22 @@ def read_mapped(path: Path, options: CsvOptions) -> tuple[pl.DataFrame, tuple[st
     parsed = parse_columns(named, kinds, label, required=("gpu_num", "submit_time", "duration", "job_id"))
     epochs = [_epoch(f) for f in times if kinds[f] == "float"]
     jobs = parsed.with_columns(epochs) if epochs else parsed
-    return _complete(jobs, mapping, options), tuple(c for c in schema.JOB_COLUMNS if c in mapping or c == "cluster")
+    return _complete(jobs, mapping, options), supplied_columns(mapping)
+
+
+def supplied_columns(mapping: dict[str, str]) -> tuple[str, ...]:
+    """The canonical columns a mapping supplies, read or derived (cluster, ids, duration; queue from start)."""
+    derived = {"cluster", "job_id", "duration"} | ({"queue"} if "start_time" in mapping else set())
+    return tuple(c for c in schema.JOB_COLUMNS if c in mapping or c in derived)
 
 
 def _complete(jobs: pl.DataFrame, mapping: dict[str, str], options: CsvOptions) -> pl.DataFrame:
-    """Fill what the mapping leaves out: cluster, row-order ids, duration, queue; map states; pseudonymise."""
+    """Fill what the mapping leaves out: cluster, row-order ids, duration (0 when never started), queue; map states;
+    pseudonymise."""
+    never_started = pl.col("start_time").is_null() if "start_time" in mapping else pl.lit(False)
+    run_s = pl.when(never_started).then(0).otherwise(_seconds("end_time", "start_time"))
     filled = [
-        pl.col("duration").round().cast(pl.Int64) if "duration" in mapping else _seconds("end_time", "start_time"),
+        pl.col("duration").round().cast(pl.Int64) if "duration" in mapping else run_s,
         pl.col("queue").round().cast(pl.Int64)
         if "queue" in mapping
         else (_seconds("start_time", "submit_time") if "start_time" in mapping else pl.lit(None, pl.Int64)),
@@ -141,6 +150,7 @@ def _complete(jobs: pl.DataFrame, mapping: dict[str, str], options: CsvOptions) 
         pl.col("job_id") if "job_id" in mapping else (pl.col(ROW) - 1).alias("job_id"),
         filled[0].alias("duration"),
         filled[1].alias("queue"),
+        pl.when(never_started).then(pl.lit("no start time: never started")).alias(f"{ISSUE_PREFIX}never_started"),
     )
     if "state" in mapping:
         out = out.with_columns(state_word("state").alias("state"))
