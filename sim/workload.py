@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from analytics.schema import GPUS_PER_NODE
+from analytics.schema import GPUS_PER_NODE, UNFINISHED_STATES
 from sim.model import Workload
 
 _US_PER_S = 1_000_000
@@ -38,8 +38,10 @@ def select_window(
     start: datetime | None = None,
     end: datetime | None = None,
 ) -> Window:
-    """GPU jobs of cluster (and vcs) submitted in [start, end]; defaults span the cluster's whole trace."""
-    gpu_jobs = jobs.filter((pl.col("cluster") == cluster) & (pl.col("gpu_num") > 0))
+    """GPU jobs of cluster (and vcs) submitted in [start, end]; defaults span the cluster's whole trace. Jobs still
+    pending or running when the trace was cut are left out: their durations are not known yet."""
+    ended = pl.col("state").is_null() | ~pl.col("state").is_in(UNFINISHED_STATES)
+    gpu_jobs = jobs.filter((pl.col("cluster") == cluster) & (pl.col("gpu_num") > 0) & ended)
     if gpu_jobs.is_empty():
         known = ", ".join(sorted(jobs.get_column("cluster").unique().to_list())) or "none"
         raise WorkloadError(f"cluster {cluster!r} has no GPU jobs (clusters: {known})")
