@@ -84,10 +84,12 @@ def _open_csv(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
 
 @dataclass(frozen=True)
 class Format:
-    """A source format: how to open a trace of it (a context manager yielding its SourceInput) and whom to credit."""
+    """A source format: how to open a trace of it (a context manager yielding its SourceInput), whom to credit, and
+    whether the Data page may take it as an upload (a format that needs options, such as csv's mapping, may not)."""
 
     open: Callable[[Path, IngestOptions], AbstractContextManager[SourceInput]]
     attribution: str
+    uploadable: bool = True
 
 
 FORMATS: dict[str, Format] = {
@@ -110,7 +112,9 @@ FORMATS: dict[str, Format] = {
         "cluster-trace-gpu-v2023, CC BY 4.0",
     ),
     "slurm": Format(_open_slurm, "Slurm accounting records (sacct) of the cluster named in the dataset"),
-    "csv": Format(_open_csv, "Job records of the scheduler named in the dataset, read through a column mapping"),
+    "csv": Format(
+        _open_csv, "Job records of the scheduler named in the dataset, read through a column mapping", uploadable=False
+    ),
 }
 OWN_CLUSTER_FORMATS = ("slurm", "csv")  # formats of one's own cluster: cluster name, capacity file, pseudonyms
 
