@@ -19,7 +19,10 @@ from analytics.ingest.slurm import SACCT_FIELDS, VC_FROM
 from analytics.progress import Progress
 
 SALT_VARIABLE = "HELIOS_ANON_SALT"
-SACCT_EXAMPLE = f"sacct --allusers --parsable2 --starttime 2026-01-01 --format={','.join(SACCT_FIELDS)} > jobs.txt"
+SACCT_EXAMPLE = (
+    f"sacct --allusers --parsable2 --starttime 2026-01-01 --endtime now+7days --format={','.join(SACCT_FIELDS)} "
+    "> jobs.txt"
+)
 
 
 def anonymise_salt(wanted: bool) -> str | None:
@@ -160,7 +163,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("path", type=Path, metavar="PATH", help="trace file, folder or zip")
     p.add_argument("--format", required=True, choices=list(FORMATS), help="source format")
-    p.add_argument("--name", required=True, help="dataset name (an existing one is replaced on success)")
+    p.add_argument("--name", required=True, help="dataset name (replaced on success, or refreshed with --append)")
     p.add_argument(
         "--append",
         action="store_true",

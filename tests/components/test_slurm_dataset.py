@@ -2,7 +2,8 @@
 explorer and figure downloads, "data as of", and the what-if panel (FIFO, SJF, QSSF trained on the cluster's own
 history) with its downloads. Two datasets: ten synthetic days of a 4-partition cluster with a capacity file
 (`slurm-synth`), and the real export of the test cluster refreshed once (`slurm-real`, two minutes of jobs); the
-views that need GPU capacity say so on a dataset ingested without it (`slurm-nocap`)."""
+views that need GPU capacity say so on a dataset ingested without it (`slurm-nocap`); CES runs on 75 days
+(`slurm-long`: it needs a training and a validation month)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def slurm_root(tmp_path_factory):
     """A data folder with the two Slurm datasets and the small Helios-like `helios-synth`."""
     folder = tmp_path_factory.mktemp("slurm-ui")
     root = folder / "data"
+    (folder / "long").mkdir()
     first, later = exports(folder, datetime(2025, 3, 1), days=10, jobs_per_day=150)
     capacity = write_capacity(folder / "caps.csv")
     ingest(first, "slurm", "slurm-synth", IngestOptions(capacity=capacity), root=root)
@@ -44,6 +46,8 @@ def slurm_root(tmp_path_factory):
     ingest(BATCH1, "slurm", "slurm-real", real, root=root)
     append(SYNC, "slurm", "slurm-real", root=root)
     ingest(SYNC, "slurm", "slurm-nocap", root=root)
+    long_first, _ = exports(folder / "long", datetime(2025, 3, 1), days=75, jobs_per_day=60)
+    ingest(long_first, "slurm", "slurm-long", IngestOptions(capacity=capacity), root=root)
     write_small("helios-synth", root)
     return root
 
@@ -182,3 +186,12 @@ def test_without_capacity_the_views_that_need_it_say_so(ui, settings):
     form = {**default_form("slurm-nocap", "heliostest", "2026-12-02", "2026-12-02"), "policies": ["fifo"]}
     _, _, error = _run(settings, form)
     assert "no GPU capacity for the VCs of cluster 'heliostest'" in str(error.children)
+
+
+def test_ces_runs_on_a_slurm_dataset_with_two_months_of_history(settings):
+    form = {**default_form("slurm-long", "synth", "2025-05-10", "2025-05-14"), "policies": ["fifo"]}
+    form["ces_enabled"] = True
+    _, meta, error = _run(settings, form)
+    assert error is None
+    metrics = results_cache(settings).get(meta["key"]).ces["metrics"]
+    assert metrics["total_nodes_mean"] == 64 and metrics["energy_saved_kwh"] > 0 and metrics["unplaced_jobs"] == 0
