@@ -236,6 +236,10 @@ def write_dataset(
     return open_dataset(name, base)
 
 
+MetaFor = Callable[[pl.LazyFrame], dict[str, Any]]  # the new version's jobs -> its meta.json content
+Plan = tuple[pl.DataFrame, MetaFor]  # the new version's capacity table and meta.json
+
+
 @dataclass(frozen=True)
 class Upsert:
     """What upsert_jobs did: the dataset now, jobs added, updated and unchanged, and the months rewritten."""
@@ -294,21 +298,24 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 def upsert_jobs(
     name: str,
     jobs: pl.DataFrame,
-    vc_gpus: pl.DataFrame,
-    meta_for: Callable[[pl.LazyFrame], dict[str, Any]],
+    plan: Callable[[Dataset | None], Plan],
     root: Path | None = None,
 ) -> Upsert:
     """Add a batch's new jobs and replace its changed ones (same cluster and job_id) in dataset name, rewriting
-    only the submit months it touches, and swap the result in atomically with vc_gpus and meta_for(its jobs); a
-    batch that changes nothing writes nothing, and an absent dataset is created."""
+    only the submit months it touches, and swap the result in atomically with the capacity and meta.json that
+    plan(the current version, None when absent) gives; all under the dataset's lock. A batch that changes nothing
+    writes nothing, and an absent dataset is created."""
     check_name(name)
     base = root or data_dir()
     jobs = _sorted_jobs(schema.conform_jobs(jobs).unique(list(JOB_KEY), keep="last", maintain_order=True))
-    vc_gpus = schema.conform_vc_gpus(vc_gpus).sort(["cluster", "vc", "date"])
     with _locked(base, name):
         try:
-            current = open_dataset(name, base)
+            current: Dataset | None = open_dataset(name, base)
         except DatasetError:
+            current = None
+        capacity, meta_for = plan(current)
+        vc_gpus = schema.conform_vc_gpus(capacity).sort(["cluster", "vc", "date"])
+        if current is None:
             created = write_dataset(name, jobs, vc_gpus, meta_for(jobs.lazy()), base, monthly=True)
             return Upsert(created, jobs.height, 0, 0, tuple(sorted(created.meta[MONTHLY_PARTS])))
         stored, added, updated = _batch_counts(current, jobs)
@@ -347,7 +354,7 @@ def _write_upsert(
     current: Dataset,
     rewritten: dict[str, pl.DataFrame],
     vc_gpus: pl.DataFrame,
-    meta_for: Callable[[pl.LazyFrame], dict[str, Any]],
+    meta_for: MetaFor,
 ) -> Dataset:
     """Stage the new version (untouched months hard-linked, rewritten ones written) and swap it in."""
     old_parts = dict(current.meta.get(MONTHLY_PARTS) or {}) if current.jobs_path.is_dir() else {}

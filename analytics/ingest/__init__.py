@@ -164,15 +164,21 @@ def build_meta(
 
 
 def prepare(
-    path: Path, fmt: str, options: IngestOptions, progress: Progress | None = None
+    path: Path,
+    fmt: str,
+    options: IngestOptions,
+    progress: Progress | None = None,
+    stored_capacity: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    """Read and validate a source without writing it: (jobs, vc_gpus, meta); raises IngestError when fatal."""
+    """Read and validate a source without writing it: (jobs, vc_gpus, meta); raises IngestError when fatal. A
+    refresh passes the dataset's stored capacity, which jobs are checked against when the source brings none."""
     with open_source(path, fmt, options) as source_input:
         progress = progress or Progress(0, quiet=True)
         progress.total = source_input.steps + 2  # reading stages + validating + writing
         source = source_input.read(progress)
+    capacity = stored_capacity if source.vc_gpus.is_empty() and stored_capacity is not None else source.vc_gpus
     with progress.stage("validating"):
-        jobs, report = quality.validate(source.jobs, source.vc_gpus, source.labels, source.source_columns)
+        jobs, report = quality.validate(source.jobs, capacity, source.labels, source.source_columns)
     if report["rows_out"] == 0:
         raise IngestError(f"{path}: no valid rows left after validation ({report['rows_in']} rows read)")
     return jobs, source.vc_gpus, build_meta(path, fmt, source, jobs, report)
@@ -203,6 +209,13 @@ def ingest(
     return dataset
 
 
+def _stored_capacity(name: str, root: Path | None) -> pl.DataFrame | None:
+    try:
+        return store.open_dataset(name, root).vc_gpus()
+    except store.DatasetError:
+        return None
+
+
 def append(
     path: Path,
     fmt: str,
@@ -219,21 +232,21 @@ def append(
     except store.DatasetError as exc:
         raise IngestError(str(exc)) from exc
     progress = progress or Progress(0, quiet=True)
-    jobs, vc_gpus, meta = prepare(path, fmt, options or IngestOptions(), progress)
+    jobs, vc_gpus, meta = prepare(path, fmt, options or IngestOptions(), progress, _stored_capacity(name, root))
     if not meta.get("stable_job_ids"):
         raise IngestError(f"{path}: --append needs job ids that stay the same between exports (for csv: map id=...)")
     if source:
         meta["source"] = source
-    with progress.stage(f"merging into dataset {name}"):
-        try:
-            current: store.Dataset | None = store.open_dataset(name, root)
-        except store.DatasetError:
-            current = None
-        stored = current.vc_gpus() if current else vc_gpus.clear()
-        capacity = merged_capacity(schema.conform_vc_gpus(stored), vc_gpus, jobs)
+
+    def plan(current: store.Dataset | None) -> store.Plan:
+        stored = schema.conform_vc_gpus(current.vc_gpus()) if current else schema.empty_vc_gpus()
+        capacity = merged_capacity(stored, vc_gpus, jobs)
+        facts = meta
         if vc_gpus.is_empty() and capacity.height:  # the stored capacity stands: keep its facts in meta.json
-            meta = {k: v for k, v in meta.items() if k not in ("capacity_source", "disabled_views")}
-        meta_for = refreshed_meta(meta, current.meta if current else None, capacity.height)
-        result = store.upsert_jobs(name, jobs, capacity, meta_for, root)
+            facts = {k: v for k, v in meta.items() if k not in ("capacity_source", "disabled_views")}
+        return capacity, refreshed_meta(facts, current.meta if current else None, capacity.height)
+
+    with progress.stage(f"merging into dataset {name}"):
+        result = store.upsert_jobs(name, jobs, plan, root)
     progress.done(f"{name}: {result.added} jobs added, {result.updated} updated, {result.unchanged} unchanged")
     return result

@@ -180,3 +180,11 @@ def test_since_accepts_durations_and_dates(text, expected):
     assert since_time("2026-01-02", now) == datetime(2026, 1, 2)
     with pytest.raises(IngestError, match="--since 'yesterday'"):
         since_time("yesterday", now)
+
+
+def test_a_refresh_without_capacity_is_checked_against_the_stored_one(data_root):
+    ingest(BATCH1, "slurm", "checked", IngestOptions(cluster="heliostest", capacity=CAPACITY))
+    issues = append(SYNC, "slurm", "checked").dataset.meta["quality"]["issues"]
+    assert issues["vc_without_capacity"]["count"] == 0
+    fresh = append(SYNC, "slurm", "fresh").dataset.meta["quality"]["issues"]
+    assert fresh["vc_without_capacity"]["count"] == 37
