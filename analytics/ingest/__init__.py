@@ -169,9 +169,11 @@ def prepare(
     options: IngestOptions,
     progress: Progress | None = None,
     stored_capacity: pl.DataFrame | None = None,
+    allow_empty: bool = False,
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
     """Read and validate a source without writing it: (jobs, vc_gpus, meta); raises IngestError when fatal. A
-    refresh passes the dataset's stored capacity, which jobs are checked against when the source brings none."""
+    refresh passes the dataset's stored capacity, which jobs are checked against when the source brings none, and
+    allows a source without any row (a quiet cluster)."""
     with open_source(path, fmt, options) as source_input:
         progress = progress or Progress(0, quiet=True)
         progress.total = source_input.steps + 2  # reading stages + validating + writing
@@ -179,7 +181,7 @@ def prepare(
     capacity = stored_capacity if source.vc_gpus.is_empty() and stored_capacity is not None else source.vc_gpus
     with progress.stage("validating"):
         jobs, report = quality.validate(source.jobs, capacity, source.labels, source.source_columns)
-    if report["rows_out"] == 0:
+    if report["rows_out"] == 0 and not (allow_empty and report["rows_in"] == 0):
         raise IngestError(f"{path}: no valid rows left after validation ({report['rows_in']} rows read)")
     return jobs, source.vc_gpus, build_meta(path, fmt, source, jobs, report)
 
@@ -232,9 +234,15 @@ def append(
     except store.DatasetError as exc:
         raise IngestError(str(exc)) from exc
     progress = progress or Progress(0, quiet=True)
-    jobs, vc_gpus, meta = prepare(path, fmt, options or IngestOptions(), progress, _stored_capacity(name, root))
+    stored_capacity = _stored_capacity(name, root)
+    jobs, vc_gpus, meta = prepare(path, fmt, options or IngestOptions(), progress, stored_capacity, allow_empty=True)
     if not meta.get("stable_job_ids"):
         raise IngestError(f"{path}: --append needs job ids that stay the same between exports (for csv: map id=...)")
+    if jobs.is_empty():
+        if stored_capacity is None:
+            raise IngestError(f"{path}: no jobs, and dataset {name!r} does not exist yet")
+        progress.done(f"{name}: no jobs in {path.name}, nothing changed")
+        return store.Upsert(store.open_dataset(name, root), 0, 0, 0, ())
     if source:
         meta["source"] = source
 

@@ -188,3 +188,15 @@ def test_a_refresh_without_capacity_is_checked_against_the_stored_one(data_root)
     assert issues["vc_without_capacity"]["count"] == 0
     fresh = append(SYNC, "slurm", "fresh").dataset.meta["quality"]["issues"]
     assert fresh["vc_without_capacity"]["count"] == 37
+
+
+def test_an_export_without_jobs_changes_nothing(data_root, tmp_path):
+    quiet = tmp_path / "quiet.txt"
+    quiet.write_text(SYNC.read_text().splitlines()[0] + "\n")
+    with pytest.raises(IngestError, match="no jobs, and dataset 'q' does not exist yet"):
+        append(quiet, "slurm", "q")
+    before = ingest(SYNC, "slurm", "q")
+    result = append(quiet, "slurm", "q")
+    assert (result.added, result.updated, result.unchanged) == (0, 0, 0) and result.dataset.version == before.version
+    with pytest.raises(IngestError, match=r"no valid rows left after validation \(0 rows read\)"):
+        ingest(quiet, "slurm", "q2")
