@@ -36,6 +36,7 @@ SACCT_FIELDS: tuple[str, ...] = (
     "JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "State", "ExitCode", "Submit", "Eligible",
     "Start", "End", "Elapsed", "ElapsedRaw", "Timelimit", "NNodes", "NCPUS", "ReqTRES", "AllocTRES", "NodeList", "QOS",
 )  # fmt: skip
+KNOWN = (*SACCT_FIELDS, "Cluster", "AllocCPUS", "ReqCPUS", "AllocNodes")  # the columns read; others are ignored
 DEFAULT_CLUSTER = "slurm"
 # sacct leaves out jobs whose eligible time is after --endtime (a job cancelled before its --begin time): look ahead.
 SYNC_END = "now+7days"
@@ -102,9 +103,6 @@ class Columns:
     def first(self, *names: str) -> str | None:
         """The first of the named columns that is present."""
         return next((n for n in names if n in self.index), None)
-
-
-KNOWN = (*SACCT_FIELDS, "Cluster", "AllocCPUS", "ReqCPUS", "AllocNodes")
 
 
 def read_header(line: str | None, label: str) -> Columns:
