@@ -40,7 +40,8 @@ def select_window(
 ) -> Window:
     """GPU jobs of cluster (and vcs) submitted in [start, end]; defaults span the cluster's whole trace. Jobs still
     pending or running when the trace was cut are left out: their durations are not known yet."""
-    ended = pl.col("state").is_null() | ~pl.col("state").is_in(UNFINISHED_STATES)
+    known = "state" in jobs.columns
+    ended = pl.col("state").is_null() | ~pl.col("state").is_in(UNFINISHED_STATES) if known else pl.lit(True)
     gpu_jobs = jobs.filter((pl.col("cluster") == cluster) & (pl.col("gpu_num") > 0) & ended)
     if gpu_jobs.is_empty():
         known = ", ".join(sorted(jobs.get_column("cluster").unique().to_list())) or "none"

@@ -4,8 +4,9 @@ It runs Debian's Slurm 22.05 (`slurm-wlm`, `slurmdbd`), MariaDB and munge withou
 foreground mode in the background, all state in one private folder, stopped by PID on exit. The node declares
 8 fake GPUs (character devices made with mknod) and 8 CPUs; partitions vcA, vcB and vcC share it.
 
-Demo (as root, the packages installed): `python tests/slurm/cluster.py --demo` starts the cluster, runs the test's
-workload, exports it with sacct, ingests it as dataset `slurm-demo` and prints its summary.
+Demo (as root, the packages installed, from the repository's root): `.venv/bin/python -m tests.slurm.cluster --demo`
+starts the cluster, runs the test's workload, exports it with sacct, ingests it into `slurm-demo/data` (dataset
+`slurm-real`), refreshes it with `helios sync slurm` and prints what it found.
 """
 
 from __future__ import annotations
@@ -23,18 +24,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analytics.ingest.slurm import SACCT_FIELDS
+
 NODE = "node1"
 GPUS = 8
 CPUS = 8
 PARTITIONS = ("vcA", "vcB", "vcC")
 CLUSTER = "heliostest"
 ACCOUNTS = {"daemon": "teama", "nobody": "teamb"}  # existing system users who submit the jobs -> their account
-DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd")
 PACKAGES = "slurm-wlm slurmdbd mariadb-server munge"
-SACCT_FIELDS = (
-    "JobID,JobIDRaw,JobName,User,Account,Partition,State,ExitCode,Submit,Eligible,Start,End,Elapsed,ElapsedRaw,"
-    "Timelimit,NNodes,NCPUS,ReqTRES,AllocTRES,NodeList,QOS"
-)
+SACCT_FORMAT = ",".join(SACCT_FIELDS)  # the README's export
 START_TIMEOUT_S = 60.0
 
 
@@ -128,7 +127,7 @@ class SlurmCluster:
                 raise TimeoutError(f"job {job} not {state} after {timeout_s:g} s (now {self.states().get(job)})")
             time.sleep(1)
 
-    def sacct(self, starttime: str = "2000-01-01T00:00:00", fields: str = SACCT_FIELDS, *extra: str) -> str:
+    def sacct(self, starttime: str = "2000-01-01T00:00:00", fields: str = SACCT_FORMAT, *extra: str) -> str:
         """The administrator's export: `sacct --allusers --parsable2 --starttime ... --endtime=now+7days
         --format=...` (the end in the future keeps jobs cancelled before their --begin time)."""
         window = (f"--starttime={starttime}", "--endtime=now+7days")
@@ -364,7 +363,7 @@ def _print_logs(root: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Start the cluster, run the workload, export, ingest and summarise it (the demo)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--demo", action="store_true", help="run the test workload and ingest it as slurm-demo")
+    parser.add_argument("--demo", action="store_true", help="run the test workload, ingest it and refresh it")
     parser.add_argument("--out", type=Path, default=Path("slurm-demo"), help="folder for the sacct exports")
     parser.add_argument("--keep", action="store_true", help="keep the cluster folder (logs) after stopping")
     args = parser.parse_args(argv)
@@ -378,5 +377,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     sys.exit(main())
