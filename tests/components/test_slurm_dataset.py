@@ -48,6 +48,10 @@ def slurm_root(tmp_path_factory):
     ingest(SYNC, "slurm", "slurm-nocap", root=root)
     long_first, _ = exports(folder / "long", datetime(2025, 3, 1), days=75, jobs_per_day=60)
     ingest(long_first, "slurm", "slurm-long", IngestOptions(capacity=capacity), root=root)
+    nodes = folder / "nodes.txt"  # 4-GPU nodes: p0 has 4 of them, the others 2
+    partitions = ["p0"] * 4 + ["p1", "p1", "p2", "p2", "p3", "p3"]
+    nodes.write_text("".join(f"NodeName=n{i} Gres=gpu:4 Partitions={p}\n" for i, p in enumerate(partitions)))
+    ingest(first, "slurm", "slurm-4gpu", IngestOptions(capacity=nodes), root=root)
     write_small("helios-synth", root)
     return root
 
@@ -195,3 +199,13 @@ def test_ces_runs_on_a_slurm_dataset_with_two_months_of_history(settings):
     assert error is None
     metrics = results_cache(settings).get(meta["key"]).ces["metrics"]
     assert metrics["total_nodes_mean"] == 64 and metrics["energy_saved_kwh"] > 0 and metrics["unplaced_jobs"] == 0
+
+
+def test_the_simulator_uses_the_clusters_own_gpus_per_node(settings):
+    form = {**default_form("slurm-4gpu", "synth", "2025-03-08", "2025-03-10"), "policies": ["fifo"]}
+    _, meta, error = _run(settings, form)
+    assert error is None
+    result = results_cache(settings).get(meta["key"])
+    assert result.config["gpus_per_node"] == 4 and result.vc_nodes == {"p0": 4, "p1": 2, "p2": 2, "p3": 2}
+    eight = result.records.filter((pl.col("scheme") == "fifo") & (pl.col("gpu_num") == 8))
+    assert eight.height > 0 and eight["placed"].all()  # over two 4-GPU nodes
