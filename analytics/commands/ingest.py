@@ -130,7 +130,12 @@ def _size(text: str) -> int:
 def add_own_cluster_args(p: argparse.ArgumentParser) -> None:
     """The flags of one's own cluster's data (Slurm, CSV): cluster name, capacity, VC source, pseudonyms."""
     g = p.add_argument_group("your own cluster (--format slurm or csv)")
-    g.add_argument("--cluster", metavar="NAME", help="cluster name when the source has none (default slurm / cluster)")
+    g.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="cluster name (default: slurm's Cluster column, else 'slurm'; csv's mapped column, else 'cluster'); a "
+        "job is its cluster and id, so give the same name on every refresh",
+    )
     g.add_argument(
         "--capacity",
         type=Path,

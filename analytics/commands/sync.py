@@ -106,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(and the nodes' GPUs with `scontrol show nodes --oneliner`), then add new jobs and update changed ones "
         "in dataset NAME exactly like `helios ingest --format slurm --append` (created when absent; running it "
         "again changes nothing; readers never see a half-written dataset). Cron: "
-        "'*/15 * * * * helios sync slurm --name mycluster --since 2d --quiet'.",
+        "'*/15 * * * * helios sync slurm --name mycluster --cluster mycluster --since 2d --quiet'.",
     )
     p.add_argument("scheduler", choices=SCHEDULERS, help="the scheduler to ask")
     p.add_argument("--name", required=True, help="dataset to refresh (created when absent)")

@@ -72,8 +72,7 @@ def _open_alibaba(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
 
 @contextmanager
 def _open_slurm(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
-    cluster = options.cluster or SlurmOptions.cluster
-    yield open_slurm(path, SlurmOptions(cluster, options.vc_from, options.anonymise_salt, options.capacity))
+    yield open_slurm(path, SlurmOptions(options.cluster, options.vc_from, options.anonymise_salt, options.capacity))
 
 
 @contextmanager

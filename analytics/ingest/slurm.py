@@ -80,9 +80,10 @@ _ELAPSED = r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?$"
 
 @dataclass(frozen=True)
 class SlurmOptions:
-    """How to read an export: the cluster name when it has no Cluster column, VC source, pseudonym salt, capacity."""
+    """How to read an export: the cluster name (given: it overrides the Cluster column), VC source, pseudonym salt,
+    capacity file."""
 
-    cluster: str = DEFAULT_CLUSTER
+    cluster: str = ""
     vc_from: str = "partition"
     anonymise_salt: str | None = None
     capacity: Path | None = None
@@ -292,6 +293,11 @@ def _start(cols: Columns) -> pl.Expr:
     return pl.when(~never_started(cols)).then(pl.col("Start")) if cols.has("Start") else pl.lit(None, schema.TIMESTAMP)
 
 
+def _cluster(cols: Columns, given: str) -> pl.Expr:
+    """The given cluster name, else the Cluster column, else DEFAULT_CLUSTER (a job's key is its cluster and id)."""
+    return pl.lit(given) if given else pl.coalesce(_col(cols, "Cluster"), pl.lit(DEFAULT_CLUSTER))
+
+
 def _duration(cols: Columns) -> pl.Expr:
     run_s = (pl.col("End") - _start(cols)).dt.total_seconds() if cols.has("End") else pl.lit(None, pl.Int64)
     raw = pl.col("ElapsedRaw") if cols.has("ElapsedRaw") else pl.lit(None, pl.Int64)
@@ -329,7 +335,7 @@ def to_jobs(parsed: pl.DataFrame, cols: Columns, options: SlurmOptions) -> pl.Da
     note = pl.when(never_started(cols)).then(pl.lit("no Start or no allocation: never started"))
     return parsed.select(
         ROW,
-        pl.coalesce(_col(cols, "Cluster"), pl.lit(options.cluster)).alias("cluster"),
+        _cluster(cols, options.cluster).alias("cluster"),
         job_id.alias("job_id"),
         _col(cols, "User").alias("user"),
         pl.col(vc_col).str.split(",").list.first().alias("vc"),

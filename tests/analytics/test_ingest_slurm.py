@@ -79,6 +79,12 @@ def test_format_all_reads_the_same_jobs_as_the_narrow_export():
     assert wide.equals(narrow)
 
 
+def test_the_cluster_is_the_given_name_else_the_cluster_column_else_slurm():
+    assert set(read(SYNC)["cluster"]) == {"heliostest"}
+    assert set(read(SYNC, cluster="ours")["cluster"]) == {"ours"}
+    assert set(read(BATCH1)["cluster"]) == {"slurm"}
+
+
 def test_fewer_columns_still_make_jobs_and_say_what_they_supply(tmp_path):
     path = tmp_path / "few.txt"
     path.write_text("JobID|State|Submit|Partition|ReqTRES\n12|COMPLETED|2026-01-02T03:04:05|gpu|gres/gpu=2\n")
