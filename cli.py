@@ -12,6 +12,7 @@ import sys
 COMMAND_MODULES: tuple[str, ...] = (
     "analytics.commands.ingest",
     "analytics.commands.bundled",
+    "analytics.commands.sync",
     "sim.commands.demo",
     "analytics.commands.fidelity",
     "analytics.commands.summary",

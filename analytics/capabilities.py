@@ -17,6 +17,11 @@ REAL, DERIVED, ABSENT = "real", "derived", "absent"
 # meta["derived_columns"].
 FORMAT_DERIVED: dict[str, dict[str, str]] = {
     "philly": {"job_id": "row order of the job file", "cluster": "the constant 'Philly'"},
+    "slurm": {
+        "queue": "Start − Eligible (Start − Submit where Eligible is unknown)",
+        "gpu_num": "AllocTRES gres/gpu (ReqTRES for jobs never allocated)",
+        "duration": "ElapsedRaw",
+    },
     "alibaba-openb": {
         "submit_time": "creation_time seconds after the nominal origin",
         "start_time": "scheduled_time seconds after the nominal origin",
@@ -33,6 +38,8 @@ FORMAT_LABELS: dict[str, str] = {
     "synthetic": "this synthetic trace",
     "philly": "the Philly job list",
     "alibaba-openb": "the Alibaba pod list",
+    "slurm": "this Slurm export",
+    "csv": "this CSV",
 }
 # What a format's source leaves out by construction, beyond absent columns (feature -> reason).
 FORMAT_LACKS: dict[str, dict[str, str]] = {
@@ -133,6 +140,13 @@ def feature_problem(meta: dict[str, Any], name: str, columns: dict[str, dict[str
     if feature.capacity:
         return _capacity_problem(meta, feature)
     return None
+
+
+def capacity_disabled(meta: dict[str, Any]) -> list[str]:
+    """The features a dataset lacks only because it has no GPU capacity table (empty when it has one)."""
+    features = capabilities(meta)["features"]
+    missing_capacity = _capacity_problem(meta, Feature("", ()))
+    return [FEATURES[n].label for n, problem in features.items() if problem and problem == missing_capacity]
 
 
 def capabilities(meta: dict[str, Any]) -> dict[str, Any]:

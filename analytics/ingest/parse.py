@@ -132,6 +132,11 @@ def _float_expr(col: str) -> pl.Expr:
     return pl.when(as_float.is_finite()).then(as_float)
 
 
+def _iso_datetime_expr(col: str) -> pl.Expr:
+    text = pl.col(col).str.replace("T", " ", literal=True).str.replace(r"\.\d+$", "")
+    return text.str.strptime(pl.Datetime("us"), TIME_FORMAT, strict=False)
+
+
 PARSERS = {
     "int": (_int_expr, "an integer"),
     "int32": (_int32_expr, f"an integer from {INT32_MIN} to {INT32_MAX}"),
@@ -139,6 +144,7 @@ PARSERS = {
     "float": (_float_expr, "a finite number"),
     "datetime": (lambda c: pl.col(c).str.strptime(pl.Datetime("us"), TIME_FORMAT, strict=False), TIME_FORMAT),
     "date": (lambda c: pl.col(c).str.strptime(pl.Date(), DATE_FORMAT, strict=False), DATE_FORMAT),
+    "iso_datetime": (_iso_datetime_expr, "YYYY-MM-DD HH:MM:SS or YYYY-MM-DDTHH:MM:SS"),
 }
 
 

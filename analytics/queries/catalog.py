@@ -25,6 +25,13 @@ def submit_days(ds: Dataset) -> tuple[str | None, str | None]:
     return (first.date().isoformat() if first else None, last.date().isoformat() if last else None)
 
 
+def newest_record(ds: Dataset) -> str | None:
+    """The latest submit, start or end time in a dataset as `YYYY-MM-DD HH:MM` (None when it has no jobs)."""
+    times = ds.jobs().select(pl.max_horizontal(pl.col(c).max() for c in ("submit_time", "start_time", "end_time")))
+    newest = times.collect().item()
+    return newest.strftime("%Y-%m-%d %H:%M") if newest else None
+
+
 def cluster_names(ds: Dataset) -> list[str]:
     """The dataset's clusters in the order its metadata lists them, else sorted."""
     return ds.clusters or sorted(ds.jobs().select("cluster").unique().collect()["cluster"].to_list())

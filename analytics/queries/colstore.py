@@ -213,7 +213,7 @@ def _gpu_events(
 
 def load(ds: Dataset) -> JobColumns:
     """Read ds's jobs and capacity tables into a JobColumns (no caching; see `columns`)."""
-    jobs = pl.read_parquet(ds.jobs_path, columns=list(_LOADED_COLUMNS))
+    jobs = pl.read_parquet(ds.jobs_glob, columns=list(_LOADED_COLUMNS))
     _check_required(ds, jobs)
     duration = jobs["duration"].to_numpy()
     start_us, has_start = _times(jobs, "start_time")

@@ -13,7 +13,7 @@ from analytics import db, schema
 from analytics.filters import JobFilter
 from analytics.store import Dataset
 
-COLUMNS: tuple[str, ...] = tuple(c for c in schema.JOB_COLUMNS if c != "job_name")  # Helios has no names
+COLUMNS: tuple[str, ...] = schema.JOB_COLUMNS  # job_name: null in Helios, Slurm's name (and array/het id) else
 NUMBER_COLUMNS = frozenset({"job_id", "gpu_num", "cpu_num", "node_num", "duration", "queue"})
 DATE_COLUMNS = frozenset({"submit_time", "start_time", "end_time"})
 TEXT_OPS: dict[str, tuple[str, str]] = {

@@ -236,7 +236,8 @@ def monthly_figure(df: pl.DataFrame) -> go.Figure:
 def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
     """Per-VC utilisation box plots (precomputed quartiles) with VC size on a right axis; click a box to drill."""
     if df.is_empty():
-        return empty_figure(title="Utilisation per VC")
+        message = "No jobs match the current filters, or the dataset has no GPU capacity per VC (--capacity)."
+        return empty_figure(message, title="Utilisation per VC")
     df = df.sort("gpus", descending=True).head(max_vcs)
     multi = df["cluster"].n_unique() > 1
     labels = [f"{c}/{v}" if multi else str(v) for c, v in zip(df["cluster"], df["vc"], strict=True)]

@@ -109,6 +109,11 @@ def user_jobs(state: dict[str, Any]) -> pl.DataFrame:
     return _of_selection("userjobs", state, users.user_jobs_sample)
 
 
+def data_as_of(name: str) -> str | None:
+    """The time of a dataset's newest record (submit, start or end), `YYYY-MM-DD HH:MM`."""
+    return _of_dataset("asof", name, catalog.newest_record)
+
+
 def cluster_names(name: str) -> list[str]:
     """A dataset's clusters in the order its metadata lists them."""
     return _of_dataset("clusters", name, catalog.cluster_names)

@@ -9,7 +9,6 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from analytics import store
-from analytics.ingest import FORMATS
 from analytics.ingest.quality import summary_lines
 from components.datasets import uploads
 from components.server.auth import has_role
@@ -33,14 +32,21 @@ def section(dataset_names: list[str]) -> dbc.Card:
     """The upload and delete controls (shown to admins only)."""
     limit_mb = uploads.max_upload_bytes() / 2**20
     upload = dcc.Upload(
-        html.Div(["Drop a trace here or ", html.A("choose a file"), f" (.zip or .csv, up to {limit_mb:g} MiB)"]),
+        html.Div(
+            ["Drop a trace here or ", html.A("choose a file"), f" (.zip, .csv or a sacct .txt, up to {limit_mb:g} MiB)"]
+        ),
         id=UPLOAD,
         multiple=False,
         className="upload-box border rounded p-3 text-center small mb-2",
     )
     fields = dbc.Row(
         [
-            dbc.Col(dcc.Dropdown(id=FORMAT, options=list(FORMATS), value=next(iter(FORMATS)), clearable=False), md=4),
+            dbc.Col(
+                dcc.Dropdown(
+                    id=FORMAT, options=list(uploads.UPLOAD_FORMATS), value=uploads.UPLOAD_FORMATS[0], clearable=False
+                ),
+                md=4,
+            ),
             dbc.Col(dbc.Input(id=NAME, placeholder="dataset name, e.g. helios-2020", maxLength=64), md=8),
         ],
         className="g-2 mb-2",

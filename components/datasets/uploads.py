@@ -17,7 +17,8 @@ from analytics.progress import Progress
 
 MAX_MB_ENV = "HELIOS_UPLOAD_MAX_MB"
 DEFAULT_MAX_MB = 512
-SUFFIXES = (".zip", ".csv")
+SUFFIXES = (".zip", ".csv", ".txt")  # .txt: a Slurm sacct export
+UPLOAD_FORMATS: tuple[str, ...] = tuple(name for name, spec in FORMATS.items() if spec.uploadable)
 TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -66,8 +67,8 @@ def uploads_dir(cache_dir: Path) -> Path:
 
 def stage_upload(raw: bytes, filename: str, fmt: str, name: str, cache_dir: Path) -> dict[str, str]:
     """Check format and dataset name, save the file under an unguessable token and return the ingest request."""
-    if fmt not in FORMATS:
-        raise UploadError(f"unknown format {str(fmt)[:40]!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in UPLOAD_FORMATS:
+        raise UploadError(f"unknown format {str(fmt)[:40]!r}; choose one of {', '.join(UPLOAD_FORMATS)}")
     try:
         store.check_name(name)
     except store.DatasetError as exc:

@@ -19,6 +19,7 @@ NAV_LINKS = "nav-links"
 FILTER_TOGGLE = "filter-toggle"
 FILTER_COLLAPSE = "filter-collapse"
 FILTER_RESET = "filter-reset"
+DATA_AS_OF = "data-as-of"
 # Filter controls, in the order of the filter bar.
 DATASET = "f-dataset"
 CLUSTERS = "f-clusters"

@@ -381,8 +381,11 @@ def wait_panel() -> html.Div:
     )
 
 
-def layout(form: dict, datasets: list[str], scope: dict, autorun: bool, problems: list[str]) -> html.Div:
-    """The whole what-if page for a form state (autorun: run it as soon as the page loads)."""
+def layout(
+    form: dict, datasets: list[str], scope: dict, autorun: bool, problems: list[str], as_of: Any = None
+) -> html.Div:
+    """The whole what-if page for a form state (autorun: run it as soon as the page loads; as_of: the dataset's
+    freshness line)."""
     alerts = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
     form_card = dbc.Card(
         dbc.CardBody([scope_row(form, datasets, scope), policy_row(form), ces_section(form, form["policies"])]),
@@ -401,6 +404,7 @@ def layout(form: dict, datasets: list[str], scope: dict, autorun: bool, problems
                 "what really happened. The form is saved in the URL: share the link to share the scenario.",
                 className="text-muted small mb-2",
             ),
+            as_of,
             *alerts,
             form_card,
             run_bar(),

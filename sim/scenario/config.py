@@ -229,4 +229,14 @@ def open_request(config: ScenarioConfig | dict[str, Any], data_dir: Path | None 
         raise ScenarioError("choose a dataset")
     dataset = open_dataset(checked.dataset, data_dir)
     check_applicable(checked, dataset)
+    checked = with_dataset_node_size(checked, dataset)
     return ScenarioRequest(checked, dataset, scenario_key(dataset.version, checked))
+
+
+def with_dataset_node_size(config: ScenarioConfig, dataset: Dataset) -> ScenarioConfig:
+    """config with the dataset's GPUs per node (recorded from its node list, e.g. a Slurm cluster's 4-GPU nodes)
+    when the config keeps the default."""
+    recorded = dataset.meta.get("gpus_per_node")
+    if config.gpus_per_node != GPUS_PER_NODE or not isinstance(recorded, int) or recorded < 1:
+        return config
+    return dataclasses.replace(config, gpus_per_node=recorded)

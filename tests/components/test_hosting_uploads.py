@@ -74,11 +74,22 @@ def test_dataset_names_with_path_tricks_are_refused(tmp_path, name):
 def test_unknown_formats_suffixes_and_tokens_are_refused(tmp_path):
     with pytest.raises(uploads.UploadError, match="unknown format"):
         uploads.stage_upload(b"x", "t.zip", "parquet", "ok", tmp_path)
-    with pytest.raises(uploads.UploadError, match="upload a .zip or .csv file"):
+    with pytest.raises(uploads.UploadError, match="upload a .zip or .csv or .txt file"):
         uploads.stage_upload(b"x", "t.exe", "helios", "ok", tmp_path)
     forged = {"token": "../../etc/passwd", "suffix": ".zip", "format": "helios", "name": "ok"}
     with pytest.raises(uploads.UploadError, match="unknown or expired upload"):
         uploads.staged_path(forged, tmp_path)
+
+
+def test_a_slurm_export_uploads_but_a_csv_needing_a_mapping_is_not_offered(settings):
+    from tests.analytics.test_ingest_slurm import SYNC
+
+    request = uploads.stage_upload(SYNC.read_bytes(), "sacct.txt", "slurm", "ours", settings.cache_dir)
+    ds = uploads.ingest_staged(request, settings.cache_dir, settings.data_dir, lambda f, m: None)
+    assert ds.jobs().collect().height == 37 and ds.jobs_path.is_dir()
+    assert "csv" not in uploads.UPLOAD_FORMATS and "slurm" in uploads.UPLOAD_FORMATS
+    with pytest.raises(uploads.UploadError, match="unknown format 'csv'"):
+        uploads.stage_upload(b"x", "jobs.csv", "csv", "ok", settings.cache_dir)
 
 
 def test_a_good_upload_is_ingested_with_progress_and_a_quality_report(settings):
