@@ -15,6 +15,7 @@ from sim.ces.policy import POLICY_PARAMS, PRESETS, PolicyParams
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.scenario import RECORDED
+from sim.scenario.config import LIMITS
 
 URL = "whatif-url"
 AUTORUN = "whatif-autorun"
@@ -214,12 +215,18 @@ def policy_row(form: dict) -> dbc.Row:
             ),
             _labelled(
                 "Noise level",
-                _number(NOISE, form["noise_level"], 0.1, 0, 10),
+                _number(NOISE, form["noise_level"], 0.1, *LIMITS["noise_level"]),
                 {"xs": 4, "xl": 1},
                 "noisy oracle only: 0 = exact, 1 = the artifact's error model",
             ),
-            _labelled("Load factor", _number(LOAD, form["load_factor"], 0.1, 0.1, 10), {"xs": 4, "xl": 1}),
-            _labelled("VC capacity ×", _number(CAPACITY, form["capacity_scale"], 0.1, 0.1, 10), {"xs": 4, "xl": 1}),
+            _labelled(
+                "Load factor", _number(LOAD, form["load_factor"], 0.1, *LIMITS["load_factor"]), {"xs": 4, "xl": 1}
+            ),
+            _labelled(
+                "VC capacity ×",
+                _number(CAPACITY, form["capacity_scale"], 0.1, *LIMITS["capacity_scale"]),
+                {"xs": 4, "xl": 1},
+            ),
             _labelled(
                 "Predictor ladder",
                 dbc.Switch(id=LADDER, value=form["ladder"], label="QSSF × 4 predictors"),
@@ -232,6 +239,7 @@ def policy_row(form: dict) -> dbc.Row:
 
 def _param_inputs(kind: str, names: tuple[str, ...], values: dict, defaults: dict, cls: type) -> list:
     helps = {f: cls.__dataclass_fields__[f].metadata.get("help", "") for f in names}
+    highs = {f: cls.__dataclass_fields__[f].metadata.get("max") for f in names}
     return [
         dbc.Col(
             [
@@ -243,6 +251,7 @@ def _param_inputs(kind: str, names: tuple[str, ...], values: dict, defaults: dic
                     placeholder=str(defaults[name]),
                     size="sm",
                     min=0,
+                    max=highs[name],
                     step="any",
                 ),
             ],

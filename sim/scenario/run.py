@@ -204,13 +204,13 @@ def _prepare(config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, 
     reporter.report(0.0, "selecting the window")
     window = _window(config, jobs)
     nodes = workload.vc_nodes_on(vc_gpus, config.cluster, window.start.date(), config.gpus_per_node)
+    window = workload.pool_whole_cluster(window, nodes)
     if not any(nodes.get(vc) for vc in window.vcs):
         raise workload.WorkloadError(
             f"no GPU capacity for the VCs of cluster {config.cluster!r}: the simulator needs each VC's nodes "
             "(ingest the dataset with --capacity)"
         )
     nodes = workload.scale_nodes(nodes, config.capacity_scale)
-    window = workload.pool_whole_cluster(window, nodes)
     reporter.report(step * 0.5, f"predicting durations ({config.estimator})")
     predicted, importance = predictions_and_importance(config.estimator, window, config.seed, config.noise_level)
     return window, workload.to_workload(window, nodes, predicted, config.load_factor), importance
