@@ -21,6 +21,9 @@ class Settings:
     redis_url: str | None = None
     cache_timeout_s: int = 24 * 3600
     default_dataset: str = DEFAULT_DATASET
+    max_runs: int = 2  # what-if runs and sweeps at once on this host
+    run_memory_mb: int = 6144  # memory one run may use before it is stopped
+    run_timeout_s: int = 1800  # wall time one run may take before it is stopped
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -32,4 +35,21 @@ class Settings:
             redis_url=os.environ.get(REDIS_URL_ENV) or None,
             cache_timeout_s=int(os.environ.get("HELIOS_CACHE_TIMEOUT_S", str(cls.cache_timeout_s))),
             default_dataset=os.environ.get("HELIOS_DEFAULT_DATASET", cls.default_dataset),
+            max_runs=_bounded_int("HELIOS_MAX_RUNS", cls.max_runs, 1, 64),
+            run_memory_mb=_bounded_int("HELIOS_RUN_MEMORY_MB", cls.run_memory_mb, 256, 1 << 20),
+            run_timeout_s=_bounded_int("HELIOS_RUN_TIMEOUT_S", cls.run_timeout_s, 10, 7 * 86_400),
         )
+
+
+def _bounded_int(name: str, default: int, low: int, high: int) -> int:
+    """The integer environment variable name (default when unset), refused with a clear error outside [low, high]."""
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected a whole number") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name}={value}: expected {low} to {high}")
+    return value

@@ -186,7 +186,7 @@ def run_job(set_progress, request: dict | None, settings: Settings) -> tuple:
         set_progress((round(fraction * 100), message))
 
     try:
-        out = run_in_subprocess(render_scenario, (request["config"], settings), progress)
+        out = run_in_subprocess(render_scenario, (request["config"], settings), progress, settings=settings)
     except ScenarioProcessError as exc:
         return no_update, no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
     return out["children"], out["meta"], out["status"], None

@@ -177,7 +177,9 @@ def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, e
         set_progress((round(fraction * 100), message))
 
     try:
-        out = run_in_subprocess(sweep_job, (config_to_dict(config), grid, metric, settings), progress)
+        out = run_in_subprocess(
+            sweep_job, (config_to_dict(config), grid, metric, settings), progress, settings=settings
+        )
     except ScenarioProcessError as exc:
         return no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
     return out["figure"], f"{out['rows']} rows", None

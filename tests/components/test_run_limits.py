@@ -1,0 +1,49 @@
+"""What-if runs are bounded on the server: a slot per run on the host, a memory and a time limit per run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from components.server.settings import Settings
+from components.whatif.run import ScenarioProcessError, run_in_subprocess, run_slot
+
+
+def _allocate(n_bytes: int, report) -> int:
+    report(0.5, "allocating")
+    return int(np.ones(n_bytes // 8).sum())
+
+
+def _sleep(seconds: float, report) -> float:
+    import time
+
+    time.sleep(seconds)
+    return seconds
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(cache_dir=tmp_path / "cache", max_runs=1, run_memory_mb=512, run_timeout_s=10)
+
+
+def test_a_run_within_its_limits_returns_its_value(settings):
+    assert run_in_subprocess(_allocate, (64 * 1024**2,), settings=settings) == 8 * 1024**2
+
+
+def test_a_run_over_its_memory_limit_is_stopped_with_a_clear_message(settings):
+    with pytest.raises(ScenarioProcessError, match="more than 512 MB"):
+        run_in_subprocess(_allocate, (2 * 1024**3,), settings=settings)
+
+
+def test_a_run_over_its_time_limit_is_stopped(settings):
+    quick = dataclasses.replace(settings, run_timeout_s=2)
+    with pytest.raises(ScenarioProcessError, match="longer than 2 s"):
+        run_in_subprocess(_sleep, (60,), settings=quick)
+
+
+def test_a_host_runs_at_most_max_runs_at_once(settings):
+    with run_slot(settings), pytest.raises(ScenarioProcessError, match="already running 1 what-if runs"):
+        run_in_subprocess(_sleep, (0,), settings=settings)
+    assert run_in_subprocess(_sleep, (0,), settings=settings) == 0
