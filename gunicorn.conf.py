@@ -12,7 +12,7 @@ def _int_env(name: str, default: int) -> int:
         raise SystemExit(f"gunicorn.conf.py: {name}={raw!r} is not a whole number") from None
 
 
-bind = f"{os.environ.get('HELIOS_BIND_HOST', '0.0.0.0')}:{_int_env('PORT', 8050)}"
+bind = f"{os.environ.get('HELIOS_BIND_HOST', '127.0.0.1')}:{_int_env('PORT', 8050)}"  # loopback unless told
 workers = _int_env("WEB_CONCURRENCY", 2)
 threads = _int_env("HELIOS_THREADS", 4)
 timeout = _int_env("HELIOS_TIMEOUT", 120)

@@ -45,6 +45,13 @@ FORMAT_LABELS: dict[str, str] = {
 FORMAT_LACKS: dict[str, dict[str, str]] = {
     "philly": {"cpu_jobs": "the Philly job list has GPU jobs only"},
 }
+# How each format gets its GPU capacity, for the sentence that says a dataset has none.
+CAPACITY_HINTS: dict[str, str] = {
+    "philly": "ingest with --vc-nodes",
+    "alibaba-openb": "put openb_node_list_gpu_node.csv beside the pod list",
+    "slurm": "ingest with --capacity: scontrol show nodes -o, sinfo output or a vc,gpus CSV",
+    "csv": "ingest with --capacity",
+}
 COLUMN_WORDS: dict[str, str] = {
     "user": "users",
     "state": "final states",
@@ -116,10 +123,8 @@ def column_status(meta: dict[str, Any]) -> dict[str, dict[str, str]]:
 
 def _capacity_problem(meta: dict[str, Any], feature: Feature) -> str | None:
     if not (meta.get("row_counts") or {}).get("vc_gpus"):
-        return (
-            "it has no GPU capacity table (Philly: ingest with --vc-nodes; Alibaba: put "
-            "openb_node_list_gpu_node.csv beside the pod list)"
-        )
+        hint = CAPACITY_HINTS.get(meta.get("format", ""), "ingest it with its GPU capacity")
+        return f"it has no GPU capacity table ({hint})"
     if feature.per_vc_capacity and meta.get("capacity_scope") == "cluster":
         return "its GPU capacity is known for the whole cluster only, not per VC"
     return None

@@ -236,7 +236,7 @@ def monthly_figure(df: pl.DataFrame) -> go.Figure:
 def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
     """Per-VC utilisation box plots (precomputed quartiles) with VC size on a right axis; click a box to drill."""
     if df.is_empty():
-        message = "No jobs match the current filters, or the dataset has no GPU capacity per VC (--capacity)."
+        message = "No jobs match the current filters."
         return empty_figure(message, title="Utilisation per VC")
     df = df.sort("gpus", descending=True).head(max_vcs)
     multi = df["cluster"].n_unique() > 1

@@ -54,7 +54,7 @@ class AuthSettings:
     secret_key: str | None = None
     session_hours: float = 12.0
     cookie_secure: bool = False
-    anonymous_role: str = ADMIN  # role of everyone when auth is off (single-user / private deployments)
+    anonymous_role: str = VIEWER  # role of everyone when auth is off (`make run` sets admin on loopback)
 
     @property
     def enabled(self) -> bool:

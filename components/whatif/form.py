@@ -7,7 +7,7 @@ from typing import Any
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
-from components.shell.controls import date_range
+from components.shell.controls import date_range, graph_config
 from components.whatif.state import FALLBACK_PRESET, default_form, energy_defaults, overrides, preset_defaults
 from sim import placers, policies
 from sim.ces.energy import ENERGY_PARAMS, EnergyParams
@@ -380,7 +380,11 @@ def wait_panel() -> html.Div:
             ),
             dbc.Row(
                 [
-                    dbc.Col(dcc.Graph(id=WAIT_GRAPH, style={"height": "360px"}), xs=12, lg=7),
+                    dbc.Col(
+                        dcc.Graph(id=WAIT_GRAPH, config=graph_config("why-wait"), style={"height": "360px"}),
+                        xs=12,
+                        lg=7,
+                    ),
                     dbc.Col(html.Div(id=WAIT_TABLE), xs=12, lg=5),
                 ]
             ),

@@ -419,7 +419,7 @@ def test_repeated_basic_requests_do_not_rerun_scrypt(client, monkeypatch):
 
 
 def test_auth_off_lets_everyone_in_as_the_anonymous_role(tmp_path):
-    client = build_app(tmp_path, AuthSettings()).server.test_client()
+    client = build_app(tmp_path, AuthSettings(anonymous_role="admin")).server.test_client()
     for route in ROUTES:
         assert call(client, route, JSON).status_code == 200, route
     assert client.post("/admin/delete").status_code == 200
@@ -428,7 +428,8 @@ def test_auth_off_lets_everyone_in_as_the_anonymous_role(tmp_path):
 
 
 def test_auth_off_with_viewer_anonymous_role_blocks_admin_actions(tmp_path):
-    client = build_app(tmp_path, AuthSettings(anonymous_role="viewer")).server.test_client()
+    assert AuthSettings().anonymous_role == "viewer"  # the default: nobody is admin without being made one
+    client = build_app(tmp_path, AuthSettings()).server.test_client()
     assert client.post("/admin/delete").status_code == 403
     assert client.post("/_dash-update-component", json=admin_payload()).status_code == 403
 

@@ -138,16 +138,17 @@ def test_downloads_of_figures_and_the_job_explorer(ui):
     assert sorted(r["job_name"] for r in rows) == ["cancel-begin", "cancel-pending", "cancel-running"]
 
 
-def _run(settings: Settings, form: dict) -> tuple[list, dict, str | None]:
+def _start(settings: Settings, form: dict) -> tuple:
+    """Click Run with form's values: the start callback's outputs."""
     values = [form[k] for k in ("dataset", "cluster", "vcs", "start", "end", "policies", "placer", "backfill")]
     values += [form[k] for k in ("estimator", "noise_level", "load_factor", "capacity_scale", "ladder")]
     values += [form[k] for k in ("ces_enabled", "ces_preset", "ces_mode", "ces_schedule")]
+    context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "whatif-run.n_clicks", "value": 1}]))
+    return whatif.start_run(1, False, [None] * 9, [None] * 7, *values, settings=settings)
 
-    def click():
-        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "whatif-run.n_clicks", "value": 1}]))
-        return whatif.start_run(1, False, [None] * 9, [None] * 7, *values, settings=settings)
 
-    _, error, request, *_ = copy_context().run(click)
+def _run(settings: Settings, form: dict) -> tuple[list, dict, str | None]:
+    _, error, request, *_ = copy_context().run(lambda: _start(settings, form))
     assert error is None, error
     children, meta, _, error = whatif.run_job(lambda p: None, request, settings)
     return children, meta, error
@@ -185,11 +186,13 @@ def test_the_what_if_panel_on_the_real_cluster_export(settings):
 def test_without_capacity_the_views_that_need_it_say_so(ui, settings):
     layout = ui.page("/cluster", "?ds=slurm-nocap")
     vc_util = next(s for s in ui.specs(layout) if s["name"] == "vc_util")
-    assert "no GPU capacity per VC (--capacity)" in ui.figure(vc_util)["layout"]["annotations"][0]["text"]
+    text = ui.figure(vc_util)["layout"]["annotations"][0]["text"]
+    assert "Not in this trace: it has no GPU capacity table (ingest with --capacity: scontrol" in text
     assert "none given, so these views are disabled: GPU utilisation" in str(ui.page("/data"))
     form = {**default_form("slurm-nocap", "heliostest", "2026-12-02", "2026-12-02"), "policies": ["fifo"]}
-    _, _, error = _run(settings, form)
-    assert "no GPU capacity for the VCs of cluster 'heliostest'" in str(error.children)
+    _, error, request, *_ = copy_context().run(lambda: _start(settings, form))
+    assert not isinstance(request, dict)  # refused before anything runs: no run request
+    assert "what-if replay does not apply to dataset slurm-nocap: it has no GPU capacity table" in str(error)
 
 
 def test_ces_runs_on_a_slurm_dataset_with_two_months_of_history(settings):
