@@ -387,14 +387,16 @@ def _write_upsert(
 def delete_dataset(name: str, root: Path | None = None) -> None:
     """Remove dataset name under root (default `data_dir()`): its link disappears in one step, then its files."""
     check_name(name)
-    link = (root or data_dir()) / name
+    base = (root or data_dir()).resolve()
+    link = base / name
+    if not (link / schema.META_FILE).is_file():
+        raise DatasetError(f"dataset {name!r} not found (no {schema.META_FILE} in {name}/)")
     if link.is_symlink():
         target = link.resolve()
         link.unlink()
-        shutil.rmtree(target, ignore_errors=True)
+        if target.parent == base and target.name.startswith(f".{name}{_STORED}"):
+            shutil.rmtree(target, ignore_errors=True)  # only this dataset's own stored copy, never a link's far end
     elif link.is_dir():
         doomed = link.with_name(f".{name}{_DELETING}{secrets.token_hex(4)}")
         link.rename(doomed)
         shutil.rmtree(doomed, ignore_errors=True)
-    else:
-        raise DatasetError(f"dataset {name!r} not found")
