@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from analytics import db, schema
+from analytics.csv_safety import csv_text
 from analytics.filters import JobFilter
 from analytics.store import Dataset
 
@@ -175,7 +176,7 @@ def export_chunks(ds: Dataset, flt: JobFilter, filter_model: dict | None, sort_m
     offset = 0
     while True:
         df = db.run(sql, [*params, EXPORT_CHUNK_ROWS, offset], ds=ds)
-        yield df.write_csv(include_header=offset == 0)
+        yield csv_text(df, include_header=offset == 0)
         if df.height < EXPORT_CHUNK_ROWS:
             return
         offset += EXPORT_CHUNK_ROWS

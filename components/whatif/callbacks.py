@@ -13,6 +13,7 @@ from dash.exceptions import PreventUpdate
 from plotly.io.json import to_json_plotly
 
 from analytics import store
+from analytics.csv_safety import csv_text
 from components.datasets import access
 from components.server.background import background_manager, poll_interval_ms
 from components.server.settings import Settings
@@ -270,14 +271,14 @@ def download(n_summary, n_records, n_json, n_ces, meta: dict | None, settings: S
         raise PreventUpdate
     stem = f"helios-whatif-{meta['key'][:8]}"
     if ctx.triggered_id == ids.DL_SUMMARY:
-        return dcc.send_string(result.summary.write_csv(), f"{stem}-comparison.csv")
+        return dcc.send_string(csv_text(result.summary), f"{stem}-comparison.csv")
     if ctx.triggered_id == ids.DL_RECORDS:
-        return dcc.send_string(result.records.write_csv(), f"{stem}-jobs.csv")
+        return dcc.send_string(csv_text(result.records), f"{stem}-jobs.csv")
     if ctx.triggered_id == ids.DL_JSON:
         return dcc.send_string(metrics_json(result), f"{stem}-metrics.json")
     if result.ces is None:
         raise PreventUpdate
-    return dcc.send_string(result.ces["timeline"].write_csv(), f"{stem}-ces-timeline.csv")
+    return dcc.send_string(csv_text(result.ces["timeline"]), f"{stem}-ces-timeline.csv")
 
 
 def download_importance(n_clicks, meta: dict | None, settings: Settings):
@@ -286,7 +287,7 @@ def download_importance(n_clicks, meta: dict | None, settings: Settings):
     if not n_clicks or result is None or result.importance is None:
         raise PreventUpdate
     frame = wf.importance_frame(result.importance)
-    return dcc.send_string(frame.write_csv(), f"helios-whatif-{meta['key'][:8]}-feature-importance.csv")
+    return dcc.send_string(csv_text(frame), f"helios-whatif-{meta['key'][:8]}-feature-importance.csv")
 
 
 def importance_button_style(meta: dict | None, settings: Settings) -> dict | None:
