@@ -13,6 +13,7 @@ from components.server.access_log import install_access_log
 from components.server.auth import AuthSettings, install_auth
 from components.server.background import background_manager
 from components.server.errors import install_error_handlers
+from components.server.hardening import install_hardening
 from components.server.health import install_health
 from components.server.settings import Settings
 from components.shell import callbacks
@@ -45,6 +46,7 @@ def create_app(settings: Settings | None = None) -> Dash:
     install_access_log(app.server)
     install_error_handlers(app.server)
     install_auth(app.server, AuthSettings.from_env())
+    install_hardening(app.server)
     return app
 
 

@@ -76,6 +76,25 @@ def section(dataset_names: list[str]) -> dbc.Card:
     )
 
 
+def placeholders() -> html.Div:
+    """The admin controls' ids, hidden and inert, for a non-admin's page (their callbacks refuse non-admins anyway)."""
+    return html.Div(
+        [
+            dcc.Upload(id=UPLOAD, disabled=True),
+            dcc.Dropdown(id=FORMAT, options=[]),
+            dbc.Input(id=NAME, disabled=True),
+            dbc.Progress(id=PROGRESS, value=0),
+            html.Div(id=STATUS),
+            dcc.Store(id=REQUEST),
+            dbc.Select(id=DELETE_NAME, options=[]),
+            dbc.Button(id=DELETE, disabled=True),
+            dcc.ConfirmDialog(id=CONFIRM),
+            html.Div(id=DELETE_STATUS),
+        ],
+        hidden=True,
+    )
+
+
 def _alert(text: str, color: str) -> dbc.Alert:
     return dbc.Alert(text, color=color, className="py-1 small mb-0")
 

@@ -168,7 +168,7 @@ def layout(**_params: Any) -> html.Div:
     """The data page (it ignores the filters)."""
     header = page_header("Data", "The datasets in the data folder, where they come from and how clean they are.")
     datasets = access.list_datasets()
-    admin = [data_admin.section([d.name for d in datasets])] if has_role("admin") else []
+    admin = [data_admin.section([d.name for d in datasets]) if has_role("admin") else data_admin.placeholders()]
     if not datasets:
         empty = dbc.Alert(["No dataset yet: run ", html.Code("helios demo"), " or upload one."], color="warning")
         return html.Div([header, empty, *admin])
