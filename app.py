@@ -15,7 +15,7 @@ from components.server.background import background_manager
 from components.server.errors import install_error_handlers
 from components.server.hardening import install_hardening
 from components.server.health import install_health
-from components.server.settings import Settings
+from components.server.settings import Settings, private_folder
 from components.shell import callbacks
 from components.shell import layout as shell
 
@@ -23,6 +23,7 @@ from components.shell import layout as shell
 def create_app(settings: Settings | None = None) -> Dash:
     """Build the dashboard: pages, callbacks, query cache, CSV export, /healthz, request log and access control."""
     settings = settings or Settings.from_env()
+    private_folder(settings.cache_dir)
     app = Dash(
         __name__,
         use_pages=True,

@@ -60,7 +60,12 @@ def _cache_set(key: str, value: Any) -> None:
 def init_cache(server, settings: Settings) -> None:
     """Bind the query cache to a Flask server: RedisCache when a Redis URL is set, else FileSystemCache."""
     if settings.redis_url:
-        config = {"CACHE_TYPE": "RedisCache", "CACHE_REDIS_URL": settings.redis_url}
+        config = {
+            "CACHE_TYPE": "RedisCache",
+            "CACHE_REDIS_URL": settings.redis_url,
+            # A stalled Redis must not stall the pages: give up after 2 s and serve from the local cache.
+            "CACHE_OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+        }
     else:
         # A folder of its own: FileSystemCache counts, prunes and clears every file it finds in it.
         queries_dir = str(settings.cache_dir / "queries")

@@ -17,7 +17,7 @@ class Settings:
     """Where the data and the query cache live, and how the server behaves."""
 
     data_dir: Path | None = None  # None = analytics.store.data_dir() ($HELIOS_DATA_DIR or ./data)
-    cache_dir: Path = Path(tempfile.gettempdir()) / "helios-cache"
+    cache_dir: Path = Path(tempfile.gettempdir()) / f"helios-cache-{os.getuid()}"  # private to this user
     redis_url: str | None = None
     cache_timeout_s: int = 24 * 3600
     default_dataset: str = DEFAULT_DATASET
@@ -39,6 +39,20 @@ class Settings:
             run_memory_mb=_bounded_int("HELIOS_RUN_MEMORY_MB", cls.run_memory_mb, 256, 1 << 20),
             run_timeout_s=_bounded_int("HELIOS_RUN_TIMEOUT_S", cls.run_timeout_s, 10, 7 * 86_400),
         )
+
+
+def private_folder(path: Path) -> Path:
+    """Create path as a folder only this user may use (0700), or refuse one that others own or may write: the
+    caches below it are loaded as pickles, so nobody else may plant a file there."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise RuntimeError(
+            f"cache folder {path} belongs to uid {info.st_uid}: set HELIOS_CACHE_DIR to a folder of yours"
+        )
+    if info.st_mode & 0o077:
+        path.chmod(0o700)
+    return path
 
 
 def _bounded_int(name: str, default: int, low: int, high: int) -> int:

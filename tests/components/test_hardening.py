@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from dash import Dash, Input, Output, html
 
 from components.server.auth import AuthSettings, install_auth
 from components.server.hardening import SMALL_BODY_BYTES, install_hardening
+from components.server.settings import Settings, private_folder
 
 
 def _app(tmp_path, role: str) -> Dash:
@@ -51,3 +54,17 @@ def test_a_viewer_cannot_send_a_large_body_but_an_admin_can_upload(tmp_path):
     assert viewer.post("/anything", data=b"x" * big).status_code == 413
     admin = _app(tmp_path / "a", "admin").server.test_client()
     assert admin.post("/_dash-update-component", json=_update(2, big)).status_code == 200
+
+
+def test_the_cache_folder_is_private(tmp_path):
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    assert private_folder(folder) == folder and folder.stat().st_mode & 0o777 == 0o700
+    assert f"helios-cache-{os.getuid()}" in str(Settings().cache_dir)
+
+
+def test_a_cache_folder_owned_by_someone_else_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "getuid", lambda: 4242)
+    with pytest.raises(RuntimeError, match="belongs to uid"):
+        private_folder(tmp_path)
