@@ -13,6 +13,7 @@ from analytics.ingest.quality import summary_lines
 from components.datasets import uploads
 from components.server.auth import has_role
 from components.server.background import poll_interval_ms
+from components.server.runs import RunError, run_in_subprocess
 from components.server.settings import Settings
 
 UPLOAD = "data-upload"
@@ -26,6 +27,7 @@ DELETE = "data-delete"
 CONFIRM = "data-delete-confirm"
 DELETE_STATUS = "data-delete-status"
 NOT_ALLOWED = "not allowed: the admin role is required"
+UPLOAD_ERRORS = (uploads.UploadError,)  # what an ingest reports as a user-facing reason
 
 
 def section(dataset_names: list[str]) -> dbc.Card:
@@ -122,9 +124,12 @@ def ingest_job(set_progress, request: dict[str, Any] | None, settings: Settings)
         set_progress((round(fraction * 100), label))
 
     data_dir = Path(settings.data_dir or store.data_dir())
+    # The background job is a fork of the web worker, where Polars' thread pool can hang: ingest in a spawned child.
+    job = (request, settings.cache_dir, data_dir)
     try:
-        dataset = uploads.ingest_staged(request, settings.cache_dir, data_dir, report)
-    except uploads.UploadError as exc:
+        dataset = run_in_subprocess(uploads.ingest_staged, job, report, settings=settings, expected=UPLOAD_ERRORS)
+    except RunError as exc:
+        uploads.discard_staged(request, settings.cache_dir)
         return _alert(f"upload failed, nothing was changed: {exc}", "danger")
     done = _alert(f"dataset {dataset.name} is ready (version {dataset.version}); reload the page to see it", "success")
     lines = summary_lines(dataset.meta["quality"]) if dataset.meta.get("quality") else ["no quality report"]
@@ -152,8 +157,9 @@ def delete(submit_clicks: int | None, name: str | None, settings: Settings):
 
 
 def register(app: Dash) -> None:
-    """Register the upload and delete callbacks on app."""
+    """Register the upload and delete callbacks on app (and sweep staged uploads left by a stopped server)."""
     settings: Settings = app.server.config["HELIOS_SETTINGS"]
+    uploads.sweep_stale(settings.cache_dir)
     # Dash posts the upload base64-encoded inside JSON: cap request bodies a little above that size.
     app.server.config["MAX_CONTENT_LENGTH"] = uploads.max_upload_bytes() * 4 // 3 + 2**20
     app.callback(

@@ -7,6 +7,7 @@ import binascii
 import os
 import re
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,28 @@ def staged_path(request: dict[str, Any], cache_dir: Path) -> Path:
     if not TOKEN_RE.match(token) or suffix not in SUFFIXES or not path.is_file():
         raise UploadError("unknown or expired upload; upload the file again")
     return path
+
+
+STALE_AFTER_S = 6 * 3600  # a staged upload older than this was left by a stopped or killed server
+
+
+def discard_staged(request: dict[str, Any], cache_dir: Path) -> None:
+    """Remove a request's staged file if it is still there (after a failed or killed ingest)."""
+    try:
+        staged_path(request, cache_dir).unlink(missing_ok=True)
+    except UploadError:
+        return
+
+
+def sweep_stale(cache_dir: Path, now_s: float | None = None) -> int:
+    """Remove staged uploads older than STALE_AFTER_S; return how many were removed."""
+    cutoff = (now_s if now_s is not None else time.time()) - STALE_AFTER_S
+    removed = 0
+    for path in uploads_dir(cache_dir).iterdir():
+        if path.is_file() and path.stat().st_mtime < cutoff:
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 class _Reporter(Progress):

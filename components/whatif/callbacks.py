@@ -16,18 +16,13 @@ from analytics import store
 from analytics.csv_safety import csv_text
 from components.datasets import access
 from components.server.background import background_manager, poll_interval_ms
+from components.server.runs import RunError, run_in_subprocess
 from components.server.settings import Settings
 from components.shell.controls import graph_config
 from components.whatif import figures as wf
 from components.whatif import form as ids
 from components.whatif import sweep as whatif_sweep
-from components.whatif.run import (
-    ScenarioProcessError,
-    get_or_run,
-    metrics_json,
-    results_cache,
-    run_in_subprocess,
-)
+from components.whatif.run import SCENARIO_ERRORS, get_or_run, metrics_json, results_cache
 from components.whatif.state import FALLBACK_PRESET, form_to_config, form_to_search, preset_defaults
 from sim.ces.policy import POLICY_PARAMS
 from sim.scenario import RECORDED, ScenarioResult, config_to_dict, open_request
@@ -187,8 +182,10 @@ def run_job(set_progress, request: dict | None, settings: Settings) -> tuple:
         set_progress((round(fraction * 100), message))
 
     try:
-        out = run_in_subprocess(render_scenario, (request["config"], settings), progress, settings=settings)
-    except ScenarioProcessError as exc:
+        out = run_in_subprocess(
+            render_scenario, (request["config"], settings), progress, settings=settings, expected=SCENARIO_ERRORS
+        )
+    except RunError as exc:
         return no_update, no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
     return out["children"], out["meta"], out["status"], None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import zipfile
 
 import pytest
@@ -243,5 +244,16 @@ def test_the_upload_tools_are_shown_to_admins_only(team_client):
         }
         return json.dumps(_post(team_client, user, payload))
 
-    assert data_admin.UPLOAD in data_page("ada") and data_admin.CONFIRM in data_page("ada")
-    assert data_admin.UPLOAD not in data_page("vic")
+    assert "Drop a trace here" in data_page("ada") and data_admin.CONFIRM in data_page("ada")
+    viewer = data_page("vic")
+    assert "Drop a trace here" not in viewer and "Delete dataset" not in viewer  # only inert, hidden ids
+
+
+def test_stale_staged_uploads_are_swept(tmp_path):
+    folder = uploads.uploads_dir(tmp_path)
+    old, new = folder / ("a" * 32 + ".csv"), folder / ("b" * 32 + ".csv")
+    old.write_text("x")
+    new.write_text("y")
+    os.utime(old, (1, 1))
+    assert uploads.sweep_stale(tmp_path) == 1
+    assert not old.exists() and new.exists()

@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from components.server.runs import RunError, run_in_subprocess, run_slot
 from components.server.settings import Settings
-from components.whatif.run import ScenarioProcessError, run_in_subprocess, run_slot
 
 
 def _allocate(n_bytes: int, report) -> int:
@@ -33,17 +33,17 @@ def test_a_run_within_its_limits_returns_its_value(settings):
 
 
 def test_a_run_over_its_memory_limit_is_stopped_with_a_clear_message(settings):
-    with pytest.raises(ScenarioProcessError, match="more than 512 MB"):
+    with pytest.raises(RunError, match="more than 512 MB"):
         run_in_subprocess(_allocate, (2 * 1024**3,), settings=settings)
 
 
 def test_a_run_over_its_time_limit_is_stopped(settings):
     quick = dataclasses.replace(settings, run_timeout_s=2)
-    with pytest.raises(ScenarioProcessError, match="longer than 2 s"):
+    with pytest.raises(RunError, match="longer than 2 s"):
         run_in_subprocess(_sleep, (60,), settings=quick)
 
 
 def test_a_host_runs_at_most_max_runs_at_once(settings):
-    with run_slot(settings), pytest.raises(ScenarioProcessError, match="already running 1 what-if runs"):
+    with run_slot(settings), pytest.raises(RunError, match="already running 1 long jobs"):
         run_in_subprocess(_sleep, (0,), settings=settings)
     assert run_in_subprocess(_sleep, (0,), settings=settings) == 0
