@@ -95,3 +95,25 @@ def parallel(*thunks: Callable[[], Any]) -> list[Any]:
 
     with ThreadPoolExecutor(max_workers=len(thunks)) as pool:
         return list(pool.map(run, thunks))
+
+
+def _bound() -> bool:
+    """Whether the shared cache is set up on the current app (an app without init_cache uses the local one)."""
+    return "cache" in current_app.extensions
+
+
+def remember(key: str, value: Any, timeout_s: int) -> None:
+    """Store a small fact under key for timeout_s in the shared cache (the local one when it is down or absent)."""
+    if not _bound():
+        _local.set(key, value, timeout=timeout_s)
+        return
+    try:
+        cache.set(key, value, timeout=timeout_s)
+    except _backend_errors() as exc:
+        _shared_failed(exc)
+        _local.set(key, value, timeout=timeout_s)
+
+
+def recall(key: str) -> Any:
+    """The fact stored under key, or None."""
+    return _cache_get(key) if _bound() else _local.get(key)
