@@ -7,6 +7,7 @@ refreshes a dataset with a newer export of a source whose job ids are stable (Sl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -204,11 +205,18 @@ def ingest(
     progress = progress or Progress(0, quiet=True)
     jobs, vc_gpus, meta = prepare(path, fmt, options or IngestOptions(), progress)
     if source:
-        meta["source"] = source
+        meta = named_as(meta, path, source)
     with progress.stage(f"writing dataset {name}"):
         dataset = store.write_dataset(name, jobs, vc_gpus, meta, root, monthly=bool(meta.get("stable_job_ids")))
     progress.done(f"ingested {jobs.height} jobs into {name}")
     return dataset
+
+
+def named_as(meta: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
+    """meta with source as its source and in place of path wherever the quality report names a file (an upload's
+    staging path, or any server path, never reaches a page)."""
+    text = json.dumps(meta, default=str).replace(json.dumps(str(path))[1:-1], json.dumps(source)[1:-1])
+    return {**json.loads(text), "source": source}
 
 
 def _stored_capacity(name: str, root: Path | None) -> pl.DataFrame | None:

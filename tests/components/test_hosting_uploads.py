@@ -257,3 +257,13 @@ def test_stale_staged_uploads_are_swept(tmp_path):
     os.utime(old, (1, 1))
     assert uploads.sweep_stale(tmp_path) == 1
     assert not old.exists() and new.exists()
+
+
+def test_an_uploads_quality_report_never_shows_the_staging_path(settings):
+    rows = "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-03 10:00:00,60,1,60,vc1\n,,,,\n"
+    request = uploads.stage_upload(rows.encode(), "mine.csv", "philly", "named", settings.cache_dir)
+    staged = uploads.staged_path(request, settings.cache_dir)
+    dataset = uploads.ingest_staged(request, settings.cache_dir, settings.data_dir, lambda *_: None)
+    text = json.dumps(dataset.meta)
+    assert str(staged) not in text and str(settings.cache_dir) not in text
+    assert dataset.meta["quality"]["issues"]["blank_row"]["examples"][0]["file"] == "upload mine.csv"
