@@ -1,11 +1,12 @@
-"""Login defences: failures counted per client and per account with exponential back-off (in each worker process),
-and a cap on the password hashes computed at once."""
+"""Login defences: failures counted per client and per account with exponential back-off (in the shared cache, so
+all workers agree), and a cap on the password hashes computed at once (per worker process)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+
+from components.server.cache import recall, remember
 
 FREE_FAILURES = 5  # failed logins allowed before the back-off starts
 FAILURE_WINDOW_S = 900.0  # a quiet quarter of an hour forgets the failures
@@ -14,45 +15,35 @@ MAX_CONCURRENT_HASHES = 2  # scrypt checks at once per process; the rest wait br
 HASH_WAIT_S = 5.0
 
 
-@dataclass
-class _Record:
-    failures: int = 0
-    last_s: float = 0.0
-
-
-@dataclass
 class Throttle:
-    """Failed attempts per key (a client address or an account name) and the back-off they earn."""
+    """Failed attempts per key (a client address or an account name) and the back-off they earn, kept in the shared
+    cache so that every worker (and every host sharing a Redis) counts the same failures."""
 
-    records: dict[str, _Record] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    PREFIX = "helios:login-failures:"
+
+    def _load(self, key: str) -> tuple[int, float]:
+        record = recall(self.PREFIX + key)
+        return (int(record[0]), float(record[1])) if isinstance(record, list | tuple) and len(record) == 2 else (0, 0.0)
 
     def wait_s(self, key: str, now_s: float | None = None) -> float:
         """Seconds key must wait before its next attempt (0 when it may try now)."""
-        now_s = time.monotonic() if now_s is None else now_s
-        with self.lock:
-            record = self.records.get(key)
-            if record is None or now_s - record.last_s > FAILURE_WINDOW_S or record.failures < FREE_FAILURES:
-                return 0.0
-            backoff_s = min(2.0 ** (record.failures - FREE_FAILURES), MAX_BACKOFF_S)
-            return max(0.0, record.last_s + backoff_s - now_s)
+        now_s = time.time() if now_s is None else now_s
+        failures, last_s = self._load(key)
+        if now_s - last_s > FAILURE_WINDOW_S or failures < FREE_FAILURES:
+            return 0.0
+        backoff_s = min(2.0 ** (failures - FREE_FAILURES), MAX_BACKOFF_S)
+        return max(0.0, last_s + backoff_s - now_s)
 
     def failed(self, key: str, now_s: float | None = None) -> None:
         """Count one failed attempt of key."""
-        now_s = time.monotonic() if now_s is None else now_s
-        with self.lock:
-            record = self.records.setdefault(key, _Record())
-            if now_s - record.last_s > FAILURE_WINDOW_S:
-                record.failures = 0
-            record.failures += 1
-            record.last_s = now_s
-            if len(self.records) > 100_000:
-                self.records.clear()
+        now_s = time.time() if now_s is None else now_s
+        failures, last_s = self._load(key)
+        failures = 1 if now_s - last_s > FAILURE_WINDOW_S else failures + 1
+        remember(self.PREFIX + key, [failures, now_s], int(FAILURE_WINDOW_S + MAX_BACKOFF_S))
 
     def succeeded(self, key: str) -> None:
         """Forget key's failures."""
-        with self.lock:
-            self.records.pop(key, None)
+        remember(self.PREFIX + key, [0, 0.0], 1)
 
 
 HASH_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_HASHES)

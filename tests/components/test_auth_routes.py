@@ -18,10 +18,10 @@ import pytest
 from dash import Dash, Input, Output, dcc, html
 
 from components.server import auth
+from components.server import cache as query_cache
 from components.server import users as auth_users
-from components.server.auth import EXTENSION, AuthSettings, VerifiedCache, has_role, install_auth, parse_networks
+from components.server.auth import AuthSettings, VerifiedCache, has_role, install_auth, parse_networks
 from components.server.health import install_health
-from components.server.throttle import Throttle
 from components.server.users import UserRecord, UsersFileError, check_role, hash_password, save_users
 
 PASSWORDS = {"alice": "alice-admin-pw", "victor": "victor-viewer-pw"}
@@ -156,7 +156,7 @@ def app(users_file, tmp_path_factory) -> Dash:
 @pytest.fixture
 def client(app):
     """A fresh client (no cookies), with no failed logins counted yet."""
-    app.server.extensions[EXTENSION].throttle = Throttle()
+    query_cache._local.clear()  # the failure counts of the earlier tests (this app has no shared cache)
     return app.server.test_client()
 
 
