@@ -3,11 +3,13 @@ and a memory and a time limit, stopped when the job waiting for it is gone."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import fcntl
 import multiprocessing
 import os
 import resource
-import threading
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +18,8 @@ from queue import Empty
 
 from components.server.background import cache_dir
 from components.server.settings import Settings
+
+PR_SET_PDEATHSIG = 1  # prctl option: the signal this process gets when its parent exits (Linux)
 
 
 class RunError(RuntimeError):
@@ -29,14 +33,11 @@ def _limit_memory(memory_mb: int) -> None:
 
 
 def _exit_with_parent(parent_pid: int) -> None:
-    """Stop this child as soon as the process that waits for it is gone (a cancelled or killed job)."""
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(1.0)
+    """Have the kernel stop this child as soon as the process that waits for it is gone (a cancelled or killed job)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(3)
-
-    threading.Thread(target=watch, daemon=True).start()
 
 
 def _subprocess_entry(target: Callable, args: tuple, queue, memory_mb: int, parent_pid: int, expected: tuple) -> None:

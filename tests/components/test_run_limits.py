@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +19,6 @@ def _allocate(n_bytes: int, report) -> int:
 
 
 def _sleep(seconds: float, report) -> float:
-    import time
-
     time.sleep(seconds)
     return seconds
 
@@ -47,3 +47,24 @@ def test_a_host_runs_at_most_max_runs_at_once(settings):
     with run_slot(settings), pytest.raises(RunError, match="already running 1 long jobs"):
         run_in_subprocess(_sleep, (0,), settings=settings)
     assert run_in_subprocess(_sleep, (0,), settings=settings) == 0
+
+
+def _wait_in_child(cache_dir: str) -> None:
+    run_in_subprocess(_sleep, (120,), settings=Settings(cache_dir=Path(cache_dir)))
+
+
+def test_a_run_stops_when_the_job_waiting_for_it_is_killed(tmp_path):
+    import multiprocessing
+
+    import psutil
+
+    job = multiprocessing.get_context("spawn").Process(target=_wait_in_child, args=(str(tmp_path),))
+    job.start()
+    deadline = time.monotonic() + 60
+    while not psutil.Process(job.pid).children() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    runs = psutil.Process(job.pid).children()
+    assert runs, "the run never started"
+    job.kill()
+    gone, alive = psutil.wait_procs(runs, timeout=10)
+    assert not alive, alive
