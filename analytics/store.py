@@ -2,6 +2,9 @@
 
 A refreshable dataset holds `jobs/YYYY-MM.parquet` (one file per submit month) instead of `jobs.parquet`, so that
 `upsert_jobs` rewrites only the months a batch touches and hard-links the others into the new version.
+
+Files computed from one version (the column files and rollups of analytics.queries) live in its `derived-N/` folder,
+one sub-folder per part, each built once under a lock and renamed into place whole; every process reads them.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ RESERVED_NAMES = frozenset({"public"})  # data/public holds the bundled source f
 MONTH_FORMAT = "%Y-%m"  # the partition key of a refreshable dataset: the submit month
 MONTHLY_PARTS = "monthly_parts"  # meta.json key: month -> digest of its file (so a refresh re-hashes only its months)
 JOB_KEY = ("cluster", "job_id")  # a job's identity across refreshes
+DERIVED_DIR = "derived-1"  # files computed from a dataset version; the number changes when their format does
+_DERIVED_STAGING = "-tmp-"
 
 
 class DatasetError(Exception):
@@ -261,15 +266,22 @@ class Upsert:
 
 
 @contextmanager
-def _locked(base: Path, name: str) -> Iterator[None]:
-    """Hold an exclusive lock on dataset name (two refreshes of one dataset run one after the other)."""
-    base.mkdir(parents=True, exist_ok=True)
-    with (base / f".{name}.lock").open("a") as fh:
+def _file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file at path (created when absent)."""
+    with path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _locked(base: Path, name: str) -> Iterator[None]:
+    """Hold an exclusive lock on dataset name (two refreshes of one dataset run one after the other)."""
+    base.mkdir(parents=True, exist_ok=True)
+    with _file_lock(base / f".{name}.lock"):
+        yield
 
 
 def _old_month(current: Dataset, month: str) -> pl.DataFrame:
@@ -382,6 +394,39 @@ def _write_upsert(
         meta = {**meta_for(pl.scan_parquet(str(folder / "*.parquet"))), MONTHLY_PARTS: dict(sorted(parts.items()))}
         _finish(tmp, base, name, meta, _monthly_version(parts, vc_digest))
     return open_dataset(name, base)
+
+
+def derived_path(ds: Dataset, part: str) -> Path:
+    """Where derived part `part` of ds lives (whether or not it is built)."""
+    return ds.path / DERIVED_DIR / part
+
+
+def derived_part(ds: Dataset, part: str, build: Callable[[Path], None]) -> Path | None:
+    """The folder of ds's derived part `part`, built once by build(staging folder) under the part's lock and renamed
+    into place whole; None when it is absent and ds's folder cannot be written (a read-only host builds nothing)."""
+    final = derived_path(ds, part)
+    if final.is_dir():
+        return final
+    base = final.parent
+    try:
+        base.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(base, os.W_OK):
+        return None
+    with _file_lock(base / f".{part}.lock"):
+        if final.is_dir():
+            return final  # built by another process while this one waited
+        for stale in base.glob(f".{part}{_DERIVED_STAGING}*"):
+            shutil.rmtree(stale, ignore_errors=True)  # left by a killed builder (only lock holders stage)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{part}{_DERIVED_STAGING}", dir=base))
+        try:
+            build(tmp)
+            tmp.chmod(0o755)
+            tmp.rename(final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
 
 
 def delete_dataset(name: str, root: Path | None = None) -> None:
