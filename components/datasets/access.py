@@ -99,7 +99,7 @@ def dataset_period(name: str) -> tuple[str | None, str | None]:
 
 def active_users(state: dict[str, Any]) -> pl.DataFrame:
     """Distinct users per cluster among the jobs a filter state selects (columns cluster, active_users)."""
-    return _of_selection("users", state, users.active_users)
+    return _of_selection("users", state, queries.active_users)
 
 
 def user_jobs(state: dict[str, Any]) -> pl.DataFrame:
