@@ -39,6 +39,7 @@ RESERVED_NAMES = frozenset({"public"})  # data/public holds the bundled source f
 MONTH_FORMAT = "%Y-%m"  # the partition key of a refreshable dataset: the submit month
 MONTHLY_PARTS = "monthly_parts"  # meta.json key: month -> digest of its file (so a refresh re-hashes only its months)
 JOB_KEY = ("cluster", "job_id")  # a job's identity across refreshes
+JOB_ORDER = ("cluster", "submit_time", "job_id")  # the row order of every jobs table
 DERIVED_DIR = "derived-1"  # files computed from a dataset version; the number changes when their format does
 _DERIVED_STAGING = "-tmp-"
 
@@ -188,13 +189,31 @@ def _swap_in(base: Path, name: str, staged: Path, version: str) -> None:
         shutil.rmtree(previous, ignore_errors=True)
 
 
+def _in_order(jobs: pl.DataFrame) -> bool:
+    """Whether the jobs are already in dataset order (no key is null, each row's keys <= the next row's)."""
+    if jobs.height < 2:
+        return True
+    now = [pl.col(k) for k in JOB_ORDER]
+    after = [k.shift(-1) for k in now]
+    # Lexicographic (cluster, submit_time, job_id) <= the next row's, decided from the last key back.
+    ordered = now[2] <= after[2]
+    for key, nxt in ((now[1], after[1]), (now[0], after[0])):
+        ordered = (key < nxt) | ((key == nxt) & ordered)
+    return jobs.select(ordered.head(jobs.height - 1).fill_null(False).all()).item()
+
+
 def _sorted_jobs(jobs: pl.DataFrame) -> pl.DataFrame:
-    return schema.conform_jobs(jobs).sort(["cluster", "submit_time", "job_id"])
+    """The canonical jobs in dataset order (not copied when they already are: a large trace usually comes sorted)."""
+    jobs = schema.conform_jobs(jobs)
+    return jobs if _in_order(jobs) else jobs.sort(list(JOB_ORDER))
+
+
+_PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "row_group_size": 256_000, "statistics": True}
 
 
 def _write_table(frame: pl.DataFrame, path: Path) -> str:
     """Write one Parquet table and return its digest."""
-    frame.write_parquet(path, compression="zstd", row_group_size=256_000, statistics=True)
+    frame.write_parquet(path, **_PARQUET_OPTIONS)
     return _file_digest(path)
 
 
@@ -222,6 +241,70 @@ def _finish(tmp: Path, base: Path, name: str, meta: dict[str, Any], version: str
     _swap_in(base, name, tmp, version)
 
 
+class DatasetWriter:
+    """A new version of a dataset staged a part at a time, so that a large trace never sits in memory whole: each
+    part (whole clusters, no cluster in two parts) goes to a temporary Arrow file in dataset order as it comes, and
+    `commit` streams them into the jobs table and swaps the dataset in."""
+
+    def __init__(self, base: Path, name: str, tmp: Path):
+        self.base, self.name, self.tmp = base, name, tmp
+        self.parts: list[tuple[str, str, Path]] = []  # first and last cluster, file
+        self.clusters: set[str] = set()
+
+    def add(self, jobs: pl.DataFrame) -> None:
+        """Stage one part of the jobs."""
+        jobs = _sorted_jobs(jobs)
+        if jobs.is_empty():
+            return
+        clusters = set(jobs["cluster"].unique().to_list())
+        if clusters & self.clusters:
+            raise ValueError("a cluster's jobs must come in one part")
+        self.clusters |= clusters
+        path = self.tmp / f".part-{len(self.parts)}.arrow"
+        jobs.write_ipc(path, compression="lz4")
+        self.parts.append((min(clusters), max(clusters), path))
+
+    def jobs(self) -> pl.LazyFrame:
+        """The staged jobs, in dataset order."""
+        if not self.parts:
+            return pl.LazyFrame(schema=schema.JOB_SCHEMA)
+        parts = sorted(self.parts)
+        lazy = pl.scan_ipc([path for _, _, path in parts])
+        interleaved = any(first <= last for (_, last, _), (first, _, _) in zip(parts, parts[1:], strict=False))
+        return lazy.sort(list(JOB_ORDER)) if interleaved else lazy
+
+    def commit(self, vc_gpus: pl.DataFrame, meta: dict[str, Any], monthly: bool = False) -> Dataset:
+        """Write the jobs and capacity tables and meta.json, and swap the dataset in; monthly writes the jobs as one
+        file per submit month (a refreshable dataset)."""
+        vc_gpus = schema.conform_vc_gpus(vc_gpus).sort(["cluster", "vc", "date"])
+        n_jobs = self.jobs().select(pl.len()).collect().item()
+        meta = {**meta, "row_counts": {**(meta.get("row_counts") or {}), "jobs": n_jobs, "vc_gpus": vc_gpus.height}}
+        vc_digest = _write_table(vc_gpus, self.tmp / schema.VC_GPUS_FILE)
+        if monthly:
+            (self.tmp / schema.JOBS_DIR).mkdir()
+            months = _months(self.jobs().collect())
+            parts = {m: _write_table(p, self.tmp / schema.JOBS_DIR / f"{m}.parquet") for m, p in months.items()}
+            meta = {**meta, MONTHLY_PARTS: parts}
+            version = _monthly_version(parts, vc_digest)
+        else:
+            path = self.tmp / schema.JOBS_FILE
+            self.jobs().sink_parquet(path, **_PARQUET_OPTIONS)
+            version = _file_digest(path)[:12] + vc_digest[:4]
+        for _, _, part in self.parts:
+            part.unlink()
+        _finish(self.tmp, self.base, self.name, meta, version)
+        return open_dataset(self.name, self.base)
+
+
+@contextmanager
+def dataset_writer(name: str, root: Path | None = None) -> Iterator[DatasetWriter]:
+    """A DatasetWriter for dataset name under root (default `data_dir()`); nothing stays behind unless it commits."""
+    check_name(name)
+    base = root or data_dir()
+    with _staging(base, name) as tmp:
+        yield DatasetWriter(base, name, tmp)
+
+
 def write_dataset(
     name: str,
     jobs: pl.DataFrame,
@@ -232,22 +315,9 @@ def write_dataset(
 ) -> Dataset:
     """Write a dataset atomically: build it in a temp folder, then swap the `name` symlink to it in one rename;
     monthly writes the jobs as one file per submit month (a refreshable dataset)."""
-    check_name(name)
-    base = root or data_dir()
-    jobs = _sorted_jobs(jobs)
-    vc_gpus = schema.conform_vc_gpus(vc_gpus).sort(["cluster", "vc", "date"])
-    meta = {**meta, "row_counts": {**(meta.get("row_counts") or {}), "jobs": jobs.height, "vc_gpus": vc_gpus.height}}
-    with _staging(base, name) as tmp:
-        vc_digest = _write_table(vc_gpus, tmp / schema.VC_GPUS_FILE)
-        if monthly:
-            (tmp / schema.JOBS_DIR).mkdir()
-            parts = {m: _write_table(p, tmp / schema.JOBS_DIR / f"{m}.parquet") for m, p in _months(jobs).items()}
-            meta = {**meta, MONTHLY_PARTS: parts}
-            version = _monthly_version(parts, vc_digest)
-        else:
-            version = _write_table(jobs, tmp / schema.JOBS_FILE)[:12] + vc_digest[:4]
-        _finish(tmp, base, name, meta, version)
-    return open_dataset(name, base)
+    with dataset_writer(name, root) as writer:
+        writer.add(jobs)
+        return writer.commit(vc_gpus, meta, monthly)
 
 
 MetaFor = Callable[[pl.LazyFrame], dict[str, Any]]  # the new version's jobs -> its meta.json content
