@@ -35,6 +35,7 @@ from analytics.queries.jobs import (
 from analytics.queries.series import (
     diurnal_utilization,
     monthly_utilization,
+    overview_every,
     throughput_10min,
     utilization_minutes,
     utilization_resampled,
@@ -92,7 +93,7 @@ def derive(ds: Dataset) -> None:
     """Write what every process of every host then only reads, once per dataset version: the column files, the
     rollups of the pages' queries and the pickers' catalog (each skipped when present or the folder is read-only)."""
     colstore.column_files(ds)
-    rollups.write(ds, {**COMPUTED, "active_users": _active_users})
+    rollups.write(ds, {**COMPUTED, "active_users": _active_users}, overview_every)
     catalog.write(ds)
 
 
@@ -108,5 +109,6 @@ __all__ = [
     "active_users",
     "derive",
     "is_derived",
+    "overview_every",
     *QUERIES,
 ]

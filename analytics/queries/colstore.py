@@ -10,6 +10,8 @@ column files yet) is computed into this process's memory instead.
 from __future__ import annotations
 
 import json
+import math
+import mmap
 import os
 import threading
 from collections import OrderedDict
@@ -29,6 +31,7 @@ from analytics.store import Dataset, DatasetError
 MAX_DATASETS = 2  # datasets kept open per process (least recently used dropped first)
 COLUMNS_PART = "columns"  # the derived part holding the column files
 FACTS_FILE = "columns.json"  # beside the arrays: row count, category names, null flags, per-cluster time ranges
+MAX_RESIDENT_FILE_BYTES = 1 << 30  # mapped column pages a process keeps after a query before it drops them
 US_PER_MINUTE = 60_000_000
 EPOCH = datetime(1970, 1, 1)
 _NULL_TIME = np.iinfo(np.int64).min  # placeholder of a null timestamp; always paired with a validity mask
@@ -116,6 +119,7 @@ class JobColumns:
     gpu_events: GpuEvents
     time_range: dict[str, tuple[int, int]]  # per cluster: min submit, max coalesce(end_time, submit_time) (us)
     vc_gpus: pl.DataFrame
+    mappings: tuple[mmap.mmap, ...] = ()  # the column files' read-only mappings (none when computed in memory)
 
     def mask(self, flt: JobFilter, *, window: bool = True) -> np.ndarray:
         """Boolean row mask of the jobs the filter keeps: the same predicate as `flt.where(window=window)`."""
@@ -284,8 +288,11 @@ def _build(ds: Dataset, put: Put) -> dict[str, Any]:
         put(values, column.fill_null(0).to_numpy())
         put(known, column.is_not_null().to_numpy())
     duration = put("duration_s", reader.series("duration").cast(pl.Int64).to_numpy())
-    submit_us = put("submit_us", reader.series("submit_time").cast(pl.Int64).to_numpy())
-    put("submit_month", submit_us.astype("datetime64[us]").astype("datetime64[M]").astype(np.int32))
+    submit = reader.series("submit_time")
+    submit_us = put("submit_us", submit.cast(pl.Int64).to_numpy())
+    month = (submit.dt.year().cast(pl.Int32) - 1970) * 12 + submit.dt.month().cast(pl.Int32) - 1
+    put("submit_month", month.to_numpy())
+    del submit, month
     start_us, has_start = reader.times("start_time")
     start_us, has_start = put("start_us", start_us), put("has_start", has_start)
     end_raw, has_end_raw = reader.times("end_time")
@@ -305,12 +312,16 @@ def _build(ds: Dataset, put: Put) -> dict[str, Any]:
     return facts
 
 
-def _map(path: Path) -> np.ndarray:
-    """A saved array mapped read-only (an empty one, which cannot be mapped, read)."""
-    try:
-        return np.asarray(np.load(path, mmap_mode="r"))
-    except ValueError:
-        return np.load(path)
+def _map(path: Path) -> tuple[np.ndarray, mmap.mmap]:
+    """A saved (.npy) array mapped read-only, and its mapping."""
+    with path.open("rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = header(fh)
+        offset = fh.tell()
+        mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    array = np.frombuffer(mapping, dtype=dtype, count=math.prod(shape), offset=offset)
+    return array.reshape(shape, order="F" if fortran else "C"), mapping
 
 
 def _write_files(ds: Dataset, folder: Path) -> None:
@@ -319,13 +330,15 @@ def _write_files(ds: Dataset, folder: Path) -> None:
     def put(name: str, values: np.ndarray) -> np.ndarray:
         path = folder / f"{name}.npy"
         np.save(path, values)
-        return _map(path)
+        return _map(path)[0]
 
     facts = _build(ds, put)
     (folder / FACTS_FILE).write_text(json.dumps(facts))
 
 
-def _assemble(ds: Dataset, facts: dict[str, Any], arrays: dict[str, np.ndarray]) -> JobColumns:
+def _assemble(
+    ds: Dataset, facts: dict[str, Any], arrays: dict[str, np.ndarray], mappings: tuple[mmap.mmap, ...] = ()
+) -> JobColumns:
     names = facts["names"]
     return JobColumns(
         n_rows=facts["n_rows"],
@@ -353,6 +366,7 @@ def _assemble(ds: Dataset, facts: dict[str, Any], arrays: dict[str, np.ndarray])
         ),
         time_range={cluster: (lo, hi) for cluster, (lo, hi) in facts["time_range"].items()},
         vc_gpus=schema.conform_vc_gpus(ds.vc_gpus()),
+        mappings=mappings,
     )
 
 
@@ -368,7 +382,9 @@ def load(ds: Dataset) -> JobColumns:
     if folder is not None:
         facts = json.loads((folder / FACTS_FILE).read_text())
         if facts["version"] == ds.version:
-            return _assemble(ds, facts, {path.stem: _map(path) for path in folder.glob("*.npy")})
+            mapped = {path.stem: _map(path) for path in folder.glob("*.npy")}
+            files = {name: array for name, (array, _) in mapped.items()}
+            return _assemble(ds, facts, files, tuple(mapping for _, mapping in mapped.values()))
     arrays: dict[str, np.ndarray] = {}
     facts = _build(ds, lambda name, values: arrays.setdefault(name, values))
     return _assemble(ds, facts, arrays)
@@ -398,6 +414,28 @@ def columns(ds: Dataset) -> JobColumns:
                 _cache.popitem(last=False)
         _cache.move_to_end(key)
         return found
+
+
+def release(ds: Dataset) -> None:
+    """Drop this process's resident pages of ds's column files (they stay in the page cache, shared): after a scan
+    of most columns, so that the process's resident memory shrinks back; the next query maps them in again."""
+    with _lock:
+        found = _cache.get((str(ds.path.absolute()), ds.version))
+    for mapping in found.mappings if found is not None else ():
+        mapping.madvise(mmap.MADV_DONTNEED)
+
+
+def _resident_file_bytes() -> int:
+    """This process's resident pages of mapped files (and shared memory), in bytes (/proc/self/statm)."""
+    with open("/proc/self/statm") as fh:
+        shared_pages = int(fh.read().split()[2])
+    return shared_pages * mmap.PAGESIZE
+
+
+def trim(ds: Dataset, max_bytes: int = MAX_RESIDENT_FILE_BYTES) -> None:
+    """release(ds) when this process holds more than max_bytes of mapped file pages (a large dataset's scan)."""
+    if _resident_file_bytes() > max_bytes:
+        release(ds)
 
 
 def clear() -> None:

@@ -16,6 +16,7 @@ import polars as pl
 
 from analytics import store
 from analytics.filters import NO_FILTER, JobFilter
+from analytics.queries import colstore
 from analytics.store import Dataset
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ PAGE_QUERIES: tuple[tuple[str, dict[str, str]], ...] = (
     ("job_states", {}),
     ("active_users", {}),
     ("period", {}),
-    ("utilization_resampled", {"every": "1h"}),
+    ("utilization_resampled", {"every": "1h"}),  # the overview cards' mean
     ("throughput_10min", {}),
     ("diurnal_utilization", {}),
     ("diurnal_submissions", {}),
@@ -62,7 +63,9 @@ def stored(ds: Dataset, name: str, options: Mapping[str, Any]) -> pl.DataFrame |
 
 
 def answered(query: Query) -> Query:
-    """query, answering the whole dataset from its rollup when there is one (the same frame it would compute)."""
+    """query, answering the whole dataset from its rollup when there is one (the same frame it would compute); after
+    a computed answer the process keeps at most colstore.MAX_RESIDENT_FILE_BYTES of column pages (the rest stays in
+    the shared page cache)."""
     signature = inspect.signature(query)
 
     @functools.wraps(query)
@@ -73,23 +76,37 @@ def answered(query: Query) -> Query:
             found = stored(ds, query.__name__, dict(list(bound.arguments.items())[2:]))
             if found is not None:
                 return found
-        return query(ds, flt, **options)
+        try:
+            return query(ds, flt, **options)
+        finally:
+            colstore.trim(ds)
 
     return answer
 
 
-def write(ds: Dataset, queries: Mapping[str, Query]) -> Path | None:
-    """Write ds's rollups (once per version) by running the PAGE_QUERIES on the whole dataset; their folder, or None
+def page_queries(ds: Dataset, queries: Mapping[str, Query], every_for: Callable[[float], str]) -> list:
+    """PAGE_QUERIES, and the utilisation series at the step the charts draw ds's whole period with
+    (every_for(its span in seconds)) when that is not hourly."""
+    period = queries["period"](ds, NO_FILTER)
+    span_s = (period["end"][0] - period["start"][0]).total_seconds() if period.height else 0.0
+    every = every_for(span_s)
+    return [*PAGE_QUERIES, *([("utilization_resampled", {"every": every})] if every != "1h" else [])]
+
+
+def write(ds: Dataset, queries: Mapping[str, Query], every_for: Callable[[float], str]) -> Path | None:
+    """Write ds's rollups (once per version) by running the page_queries on the whole dataset; their folder, or None
     when the dataset's folder cannot be written. A query that fails on this dataset gets no rollup (asked, it fails
     the same way)."""
 
     def build(folder: Path) -> None:
-        for name, options in PAGE_QUERIES:
+        for name, options in page_queries(ds, queries, every_for):
             try:
                 frame = queries[name](ds, NO_FILTER, **options)
             except Exception as exc:  # noqa: BLE001 - a rollup only saves time; the request path reports the error
                 log.warning("dataset %s: no rollup of %s %s: %s", ds.name, name, options, exc)
                 continue
+            finally:
+                colstore.release(ds)  # each query scans most columns: their pages need not stay in this process
             frame.write_parquet(folder / _file_name(name, options))
 
     return store.derived_part(ds, ROLLUPS_PART, build)

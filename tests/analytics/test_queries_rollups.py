@@ -129,6 +129,20 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path):
 
 def test_column_files_are_shared_read_only_maps(derived_ds):
     cols = colstore.columns(derived_ds)
-    assert not cols.gpu_num.flags.writeable
+    assert not cols.gpu_num.flags.writeable and cols.mappings
     with pytest.raises(ValueError, match="read-only"):
         cols.duration_s[:1] = 0
+    want = queries.COMPUTED["user_table"](derived_ds, JobFilter(job_kind="gpu"))
+    colstore.release(derived_ds)  # pages dropped from this process: read in again on the next use
+    assert_frame_equal(queries.COMPUTED["user_table"](derived_ds, JobFilter(job_kind="gpu")), want)
+
+
+@pytest.mark.parametrize(("days", "every"), [(1, "1h"), (181, "1h"), (365, "6h"), (1820, "12h"), (4000, "1d")])
+def test_the_overview_step_keeps_a_whole_period_drawable(days, every):
+    assert queries.overview_every(days * 86_400) == every
+
+
+def test_a_long_dataset_gets_the_rollup_of_its_overview_step(derived_ds):
+    names = rollups.page_queries(derived_ds, queries.COMPUTED, lambda span_s: "12h")
+    assert names[-1] == ("utilization_resampled", {"every": "12h"})
+    assert rollups.page_queries(derived_ds, queries.COMPUTED, queries.overview_every) == list(rollups.PAGE_QUERIES)
