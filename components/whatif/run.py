@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
 import pickle
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +19,7 @@ from components.server.settings import Settings
 from sim.scenario import ProgressCallback, ScenarioError, ScenarioRequest, ScenarioResult, run_request
 
 RESULTS_SIZE_LIMIT_BYTES = 2 * 1024**3
+ORPHAN_CHECK_S = 0.5  # how often a scenario process checks that the process that started it is still there
 RESULTS_TTL_S = 7 * 24 * 3600
 REDIS_PREFIX = "helios:whatif:"
 log = logging.getLogger(__name__)
@@ -96,7 +99,17 @@ class ScenarioProcessError(RuntimeError):
     """The scenario's subprocess failed: the message is the user-facing reason."""
 
 
-def _subprocess_entry(target: Callable, args: tuple, queue) -> None:
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """End this process as soon as the process that started it is gone (a cancelled or killed background job), so
+    that a long scenario never runs on for nobody."""
+    while os.getppid() == parent_pid:
+        time.sleep(ORPHAN_CHECK_S)
+    os._exit(1)
+
+
+def _subprocess_entry(target: Callable, args: tuple, queue, parent_pid: int) -> None:
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), name="orphan-check", daemon=True).start()
+
     def report(fraction: float, message: str) -> None:
         queue.put(("progress", fraction, message))
 
@@ -117,7 +130,7 @@ def run_in_subprocess(target: Callable, args: tuple, on_progress: ProgressCallba
     # (the forked child can hang on a lock), so the work itself runs in a spawned process.
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_subprocess_entry, args=(target, args, queue))  # may start Dask workers
+    proc = ctx.Process(target=_subprocess_entry, args=(target, args, queue, os.getpid()))  # may start Dask workers
     proc.start()
     try:
         while True:
