@@ -1,7 +1,7 @@
 """What a dataset holds, for pickers: its clusters, VCs per cluster, users and first and last submit days.
 
-All of it is computed together once per dataset version into the dataset's derived `catalog` part (by the first
-process that asks), so that the pickers of every page read a small file instead of scanning the jobs."""
+All of it is computed together from the column store once per dataset version into the dataset's derived `catalog`
+part (by the first process that asks), so that the pickers of every page read a small file."""
 
 from __future__ import annotations
 
@@ -9,53 +9,65 @@ import json
 from pathlib import Path
 from typing import Any
 
-import polars as pl
+import numpy as np
 
 from analytics import store
+from analytics.queries import colstore
 from analytics.store import Dataset
 
 CATALOG_PART = "catalog"
 CATALOG_FILE = "catalog.json"
 
 
-def _options(ds: Dataset) -> dict[str, list]:
-    pairs = ds.jobs().select("cluster", "vc").unique().collect()
-    users = ds.jobs().select("user").drop_nulls().unique().collect()["user"].sort()
+def _iso_day(us: int | None) -> str | None:
+    return colstore.from_us(us).date().isoformat() if us is not None else None
+
+
+def _options(cols: colstore.JobColumns) -> dict[str, list]:
+    n_vcs = len(cols.cats["vc"].names)
+    pairs = np.flatnonzero(np.bincount(cols.pair_code, minlength=len(cols.cats["cluster"].names) * n_vcs))
+    clusters, vcs = cols.cats["cluster"].names, cols.cats["vc"].names
     return {
-        "clusters": sorted(pairs["cluster"].unique().to_list()),
-        "cluster_vcs": [[c, v] for c, v in pairs.drop_nulls().sort(["cluster", "vc"]).iter_rows()],
-        "users": users.to_list(),
+        "clusters": list(clusters),
+        "cluster_vcs": [[clusters[p // n_vcs], vcs[p % n_vcs]] for p in pairs.tolist()],
+        "users": list(cols.cats["user"].names),
     }
 
 
-def _times(ds: Dataset) -> dict[str, str | None]:
+def _times(cols: colstore.JobColumns) -> dict[str, str | None]:
     """The first and last submit day (ISO dates) and the newest record (`YYYY-MM-DD HH:MM`), None without jobs."""
-    columns = ("submit_time", "start_time", "end_time")
-    row = ds.jobs().select(
-        pl.col("submit_time").min().alias("first"),
-        pl.col("submit_time").max().alias("last"),
-        pl.max_horizontal(pl.col(c).max() for c in columns).alias("newest"),
-    )
-    first, last, newest = row.collect().row(0)
+    if not cols.n_rows:
+        return {"first_day": None, "last_day": None, "newest": None}
+    started = cols.start_us[cols.has_start]
+    # time_range's last time is each cluster's latest end_time (else submit_time): with the latest submit and start,
+    # the latest of all three recorded times.
+    newest = max(int(cols.submit_us.max()), *(hi for _, hi in cols.time_range.values()))
+    newest = max(newest, int(started.max())) if started.size else newest
     return {
-        "first_day": first.date().isoformat() if first else None,
-        "last_day": last.date().isoformat() if last else None,
-        "newest": newest.strftime("%Y-%m-%d %H:%M") if newest else None,
+        "first_day": _iso_day(int(cols.submit_us.min())),
+        "last_day": _iso_day(int(cols.submit_us.max())),
+        "newest": colstore.from_us(newest).strftime("%Y-%m-%d %H:%M"),
     }
 
 
-def _gpu_vcs(ds: Dataset) -> dict[str, list[str]]:
-    pairs = ds.jobs().filter(pl.col("gpu_num") > 0).select("cluster", "vc").unique().drop_nulls().collect()
-    return {c: sorted(part["vc"].to_list()) for (c,), part in pairs.partition_by("cluster", as_dict=True).items()}
+def _gpu_vcs(cols: colstore.JobColumns) -> dict[str, list[str]]:
+    n_vcs = len(cols.cats["vc"].names)
+    used = np.bincount(cols.pair_code[cols.gpu_num > 0], minlength=len(cols.cats["cluster"].names) * n_vcs)
+    out: dict[str, list[str]] = {}
+    for pair in np.flatnonzero(used).tolist():
+        out.setdefault(cols.cats["cluster"].names[pair // n_vcs], []).append(cols.cats["vc"].names[pair % n_vcs])
+    return out
 
 
 def _compute(ds: Dataset) -> dict[str, Any]:
+    """ds's catalog, from its column store."""
+    cols = colstore.columns(ds)
     return {
         "version": ds.version,
-        "options": _options(ds),
-        **_times(ds),
-        "clusters": sorted(ds.jobs().select("cluster").unique().collect()["cluster"].to_list()),
-        "gpu_vcs": _gpu_vcs(ds),
+        "options": _options(cols),
+        **_times(cols),
+        "clusters": list(cols.cats["cluster"].names),
+        "gpu_vcs": _gpu_vcs(cols),
     }
 
 

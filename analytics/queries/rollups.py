@@ -16,7 +16,7 @@ import polars as pl
 
 from analytics import store
 from analytics.filters import NO_FILTER, JobFilter
-from analytics.queries import colstore
+from analytics.queries import colstore, series
 from analytics.store import Dataset
 
 log = logging.getLogger(__name__)
@@ -98,15 +98,19 @@ def write(ds: Dataset, queries: Mapping[str, Query], every_for: Callable[[float]
     when the dataset's folder cannot be written. A query that fails on this dataset gets no rollup (asked, it fails
     the same way)."""
 
+    def one(name: str, options: dict[str, str], folder: Path) -> None:
+        try:
+            frame = queries[name](ds, NO_FILTER, **options)
+        except Exception as exc:  # noqa: BLE001 - a rollup only saves time; the request path reports the error
+            log.warning("dataset %s: no rollup of %s %s: %s", ds.name, name, options, exc)
+            return
+        finally:
+            colstore.release(ds)  # each query scans most columns: their pages need not stay in this process
+        frame.write_parquet(folder / _file_name(name, options))
+
     def build(folder: Path) -> None:
-        for name, options in page_queries(ds, queries, every_for):
-            try:
-                frame = queries[name](ds, NO_FILTER, **options)
-            except Exception as exc:  # noqa: BLE001 - a rollup only saves time; the request path reports the error
-                log.warning("dataset %s: no rollup of %s %s: %s", ds.name, name, options, exc)
-                continue
-            finally:
-                colstore.release(ds)  # each query scans most columns: their pages need not stay in this process
-            frame.write_parquet(folder / _file_name(name, options))
+        with series.shared_grids():
+            for name, options in page_queries(ds, queries, every_for):
+                one(name, options, folder)
 
     return store.derived_part(ds, ROLLUPS_PART, build)

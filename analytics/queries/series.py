@@ -4,6 +4,9 @@ what is averaged from them (monthly, diurnal, per VC). The window bounds the ser
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -161,7 +164,34 @@ class MinuteGrid:
     shares: dict[str, np.ndarray]  # float rounded to 3 decimals, NaN where the capacity is unknown or 0
 
 
+# (dataset folder, version, filter) -> its MinuteGrid, while shared_grids() is active (never in a web worker: a
+# multi-year grid takes hundreds of megabytes).
+_SHARED_GRIDS: ContextVar[dict | None] = ContextVar("shared_grids", default=None)
+
+
+@contextmanager
+def shared_grids() -> Iterator[None]:
+    """Within the block, the minute grid of a dataset version and filter is swept once for every query asking for
+    it (the rollups ask four times)."""
+    token = _SHARED_GRIDS.set({})
+    try:
+        yield
+    finally:
+        _SHARED_GRIDS.reset(token)
+
+
 def _minute_grid(ds: Dataset, flt: JobFilter) -> MinuteGrid | None:
+    """The MinuteGrid of ds and flt (shared within shared_grids())."""
+    shared = _SHARED_GRIDS.get()
+    if shared is None:
+        return _sweep_grid(ds, flt)
+    key = (str(ds.path.absolute()), ds.version, flt)
+    if key not in shared:
+        shared[key] = _sweep_grid(ds, flt)
+    return shared[key]
+
+
+def _sweep_grid(ds: Dataset, flt: JobFilter) -> MinuteGrid | None:
     """Sweep the selected GPU jobs over the period's minutes for every selected cluster (spec §2 rules)."""
     grid = _grid(ds, flt)
     if grid is None:

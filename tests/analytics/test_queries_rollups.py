@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -73,6 +74,37 @@ def test_the_catalog_is_written_once_and_read_back(derived_ds, monkeypatch):
     assert catalog.submit_days(derived_ds) == (want["first_day"], want["last_day"])
     assert catalog.newest_record(derived_ds) == want["newest"]
     assert catalog.gpu_vcs(derived_ds, "Beta") == want["gpu_vcs"]["Beta"] and catalog.gpu_vcs(derived_ds, "Nope") == []
+
+
+def _catalog_by_scans(ds: store.Dataset) -> dict:
+    """The catalog as Polars scans of the jobs give it (the reference)."""
+    jobs = ds.jobs()
+    pairs = jobs.select("cluster", "vc").unique().collect()
+    times = jobs.select(
+        pl.col("submit_time").min().alias("first"),
+        pl.col("submit_time").max().alias("last"),
+        pl.max_horizontal(pl.col(c).max() for c in ("submit_time", "start_time", "end_time")).alias("newest"),
+    )
+    first, last, newest = times.collect().row(0)
+    gpu = jobs.filter(pl.col("gpu_num") > 0).select("cluster", "vc").unique().collect()
+    return {
+        "options": {
+            "clusters": sorted(pairs["cluster"].unique().to_list()),
+            "cluster_vcs": [[c, v] for c, v in pairs.drop_nulls().sort(["cluster", "vc"]).iter_rows()],
+            "users": jobs.select("user").drop_nulls().unique().collect()["user"].sort().to_list(),
+        },
+        "first_day": first.date().isoformat(),
+        "last_day": last.date().isoformat(),
+        "newest": newest.strftime("%Y-%m-%d %H:%M"),
+        "gpu_vcs": {c: sorted(gpu.filter(pl.col("cluster") == c)["vc"].to_list()) for c in gpu["cluster"].unique()},
+    }
+
+
+def test_the_catalog_from_the_columns_is_what_scans_of_the_jobs_give(derived_ds):
+    got = catalog._compute(derived_ds)
+    assert {k: got[k] for k in ("options", "first_day", "last_day", "newest", "gpu_vcs")} == _catalog_by_scans(
+        derived_ds
+    )
 
 
 def test_a_new_version_gets_its_own_derived_files(tmp_path):
