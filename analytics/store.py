@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from analytics import capabilities, schema
 
@@ -209,6 +210,7 @@ def _sorted_jobs(jobs: pl.DataFrame) -> pl.DataFrame:
 
 
 _PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "row_group_size": 256_000, "statistics": True}
+_ARROW_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}  # the same, for pyarrow
 
 
 def _write_table(frame: pl.DataFrame, path: Path) -> str:
@@ -242,67 +244,84 @@ def _finish(tmp: Path, base: Path, name: str, meta: dict[str, Any], version: str
 
 
 class DatasetWriter:
-    """A new version of a dataset staged a part at a time, so that a large trace never sits in memory whole: each
-    part (whole clusters, no cluster in two parts) goes to a temporary Arrow file in dataset order as it comes, and
-    `commit` streams them into the jobs table and swaps the dataset in."""
+    """A new version of a dataset written a part at a time, so that a large trace never sits in memory whole: each
+    part holds whole clusters, all after the previous part's (the jobs table's order), and goes straight into the
+    jobs table (a refreshable dataset's few parts are kept until `commit`, which splits them by month); `commit` adds
+    the capacity table and meta.json and swaps the dataset in."""
 
-    def __init__(self, base: Path, name: str, tmp: Path):
-        self.base, self.name, self.tmp = base, name, tmp
-        self.parts: list[tuple[str, str, Path]] = []  # first and last cluster, file
-        self.clusters: set[str] = set()
+    def __init__(self, base: Path, name: str, tmp: Path, monthly: bool):
+        self.base, self.name, self.tmp, self.monthly = base, name, tmp, monthly
+        self.last_cluster: str | None = None
+        self.frames: list[pl.DataFrame] = []  # a refreshable dataset's parts
+        self.table: pq.ParquetWriter | None = None
+        self.finished = False
 
     def add(self, jobs: pl.DataFrame) -> None:
-        """Stage one part of the jobs."""
+        """Write one part of the jobs."""
+        if self.finished:
+            raise ValueError("the jobs table is finished: no part can be added")
         jobs = _sorted_jobs(jobs)
         if jobs.is_empty():
             return
-        clusters = set(jobs["cluster"].unique().to_list())
-        if clusters & self.clusters:
-            raise ValueError("a cluster's jobs must come in one part")
-        self.clusters |= clusters
-        path = self.tmp / f".part-{len(self.parts)}.arrow"
-        jobs.write_ipc(path, compression="lz4")
-        self.parts.append((min(clusters), max(clusters), path))
+        if self.last_cluster is not None and jobs["cluster"][0] <= self.last_cluster:
+            raise ValueError("parts must come in cluster order, each cluster in one part")
+        self.last_cluster = jobs["cluster"][-1]
+        if self.monthly:
+            self.frames.append(jobs)
+            return
+        arrow = jobs.to_arrow(compat_level=pl.CompatLevel.newest())
+        if self.table is None:
+            strings = [name for name, dtype in schema.JOB_SCHEMA.items() if dtype == pl.String()]
+            path = self.tmp / schema.JOBS_FILE
+            self.table = pq.ParquetWriter(path, arrow.schema, use_dictionary=strings, **_ARROW_OPTIONS)
+        self.table.write_table(arrow, row_group_size=_PARQUET_OPTIONS["row_group_size"])
 
     def jobs(self) -> pl.LazyFrame:
-        """The staged jobs, in dataset order."""
-        if not self.parts:
-            return pl.LazyFrame(schema=schema.JOB_SCHEMA)
-        parts = sorted(self.parts)
-        lazy = pl.scan_ipc([path for _, _, path in parts])
-        interleaved = any(first <= last for (_, last, _), (first, _, _) in zip(parts, parts[1:], strict=False))
-        return lazy.sort(list(JOB_ORDER)) if interleaved else lazy
+        """Every job written, in dataset order; the jobs table is finished (no part can be added after)."""
+        self.finished = True
+        if self.monthly:
+            return pl.concat(self.frames).lazy() if self.frames else pl.LazyFrame(schema=schema.JOB_SCHEMA)
+        if self.table is not None:
+            self.table.close()
+            self.table = None
+        path = self.tmp / schema.JOBS_FILE
+        if not path.exists():
+            _write_table(pl.DataFrame(schema=schema.JOB_SCHEMA), path)
+        return pl.scan_parquet(path)
 
-    def commit(self, vc_gpus: pl.DataFrame, meta: dict[str, Any], monthly: bool = False) -> Dataset:
-        """Write the jobs and capacity tables and meta.json, and swap the dataset in; monthly writes the jobs as one
-        file per submit month (a refreshable dataset)."""
+    def commit(self, vc_gpus: pl.DataFrame, meta: dict[str, Any]) -> Dataset:
+        """Write the capacity table and meta.json (with the row counts) and swap the dataset in."""
+        jobs = self.jobs()
         vc_gpus = schema.conform_vc_gpus(vc_gpus).sort(["cluster", "vc", "date"])
-        n_jobs = self.jobs().select(pl.len()).collect().item()
+        n_jobs = jobs.select(pl.len()).collect().item()
         meta = {**meta, "row_counts": {**(meta.get("row_counts") or {}), "jobs": n_jobs, "vc_gpus": vc_gpus.height}}
         vc_digest = _write_table(vc_gpus, self.tmp / schema.VC_GPUS_FILE)
-        if monthly:
+        if self.monthly:
             (self.tmp / schema.JOBS_DIR).mkdir()
-            months = _months(self.jobs().collect())
+            months = _months(jobs.collect())
+            self.frames.clear()
             parts = {m: _write_table(p, self.tmp / schema.JOBS_DIR / f"{m}.parquet") for m, p in months.items()}
             meta = {**meta, MONTHLY_PARTS: parts}
             version = _monthly_version(parts, vc_digest)
         else:
-            path = self.tmp / schema.JOBS_FILE
-            self.jobs().sink_parquet(path, **_PARQUET_OPTIONS)
-            version = _file_digest(path)[:12] + vc_digest[:4]
-        for _, _, part in self.parts:
-            part.unlink()
+            version = _file_digest(self.tmp / schema.JOBS_FILE)[:12] + vc_digest[:4]
         _finish(self.tmp, self.base, self.name, meta, version)
         return open_dataset(self.name, self.base)
 
 
 @contextmanager
-def dataset_writer(name: str, root: Path | None = None) -> Iterator[DatasetWriter]:
-    """A DatasetWriter for dataset name under root (default `data_dir()`); nothing stays behind unless it commits."""
+def dataset_writer(name: str, root: Path | None = None, monthly: bool = False) -> Iterator[DatasetWriter]:
+    """A DatasetWriter for dataset name under root (default `data_dir()`), monthly for a refreshable dataset (one
+    jobs file per submit month); nothing stays behind unless it commits."""
     check_name(name)
     base = root or data_dir()
     with _staging(base, name) as tmp:
-        yield DatasetWriter(base, name, tmp)
+        writer = DatasetWriter(base, name, tmp, monthly)
+        try:
+            yield writer
+        finally:
+            if writer.table is not None:
+                writer.table.close()
 
 
 def write_dataset(
@@ -315,9 +334,9 @@ def write_dataset(
 ) -> Dataset:
     """Write a dataset atomically: build it in a temp folder, then swap the `name` symlink to it in one rename;
     monthly writes the jobs as one file per submit month (a refreshable dataset)."""
-    with dataset_writer(name, root) as writer:
+    with dataset_writer(name, root, monthly) as writer:
         writer.add(jobs)
-        return writer.commit(vc_gpus, meta, monthly)
+        return writer.commit(vc_gpus, meta)
 
 
 MetaFor = Callable[[pl.LazyFrame], dict[str, Any]]  # the new version's jobs -> its meta.json content

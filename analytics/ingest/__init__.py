@@ -235,19 +235,20 @@ def ingest(
     except store.DatasetError as exc:
         raise IngestError(str(exc)) from exc
     progress = progress or Progress(0, quiet=True)
-    with open_source(path, fmt, options or IngestOptions()) as source_input, store.dataset_writer(name, root) as out:
+    with open_source(path, fmt, options or IngestOptions()) as source_input:
         progress.total = source_input.steps + 2  # reading stages + validating + writing
         found = source_input.read(progress)
-        reports: list[dict[str, Any]] = []
-        for jobs in _checked_parts(found, found.vc_gpus, progress, reports):
-            out.add(jobs)
-            del jobs  # staged: nothing keeps it in memory
-        with _summary_stage(found, progress):
-            meta = build_meta(path, fmt, found, out.jobs(), _merged_report(path, reports))
-        if source:
-            meta["source"] = source
-        with progress.stage(f"writing dataset {name}"):
-            dataset = out.commit(found.vc_gpus, meta, monthly=bool(meta.get("stable_job_ids")))
+        with store.dataset_writer(name, root, monthly=bool(found.meta.get("stable_job_ids"))) as out:
+            reports: list[dict[str, Any]] = []
+            for jobs in _checked_parts(found, found.vc_gpus, progress, reports):
+                out.add(jobs)
+                del jobs  # written: nothing keeps it in memory
+            with _summary_stage(found, progress):
+                meta = build_meta(path, fmt, found, out.jobs(), _merged_report(path, reports))
+            if source:
+                meta["source"] = source
+            with progress.stage(f"writing dataset {name}"):
+                dataset = out.commit(found.vc_gpus, meta)
     progress.done(f"ingested {dataset.meta['row_counts']['jobs']} jobs into {name}")
     return dataset
 

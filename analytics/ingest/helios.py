@@ -60,14 +60,14 @@ def find_cluster_dirs(log_paths: list[PurePosixPath], root_name: str, label: str
 
 
 def choose_clusters(found: dict[str, PurePosixPath], wanted: list[str] | None, label: str) -> list[str]:
-    """The clusters to read: all found (sorted) or those requested, raising IngestError for unknown ones."""
+    """The clusters to read, sorted: all found or those requested, raising IngestError for unknown ones."""
     if not wanted:
         return sorted(found)
     unknown = [c for c in wanted if c not in found]
     if unknown:
         available = ", ".join(sorted(found))
         raise IngestError(f"{label}: cluster(s) {', '.join(unknown)} not found (available: {available})")
-    return list(dict.fromkeys(wanted))
+    return sorted(set(wanted))  # in the dataset's order: each cluster's jobs are written as they are read
 
 
 def read_cluster_log(path: Path, label: str, cluster: str) -> pl.DataFrame:
