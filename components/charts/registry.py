@@ -34,6 +34,10 @@ def _q(name: str, **kwargs: Any) -> Callable[[Spec], pl.DataFrame]:
 
 
 COARSE_EVERY = "1h"  # the step of the overview cards' mean utilisation
+STEPS: dict[str, timedelta] = {
+    every: timedelta(seconds=s)
+    for every, s in (("1m", 60), ("10m", 600), ("1h", 3600), ("6h", 21_600), ("12h", 43_200), ("1d", 86_400))
+} | {"1w": timedelta(weeks=1)}
 
 
 def utilization_every(span_s: float) -> str:
@@ -63,10 +67,15 @@ def utilization_window(spec: Spec, x0: datetime | None = None, x1: datetime | No
     every = utilization_every((x1 - x0).total_seconds())
     if every == coarse_every:
         return coarse
+    period = access.query("period", state)
+    # The series of the zoomed window only, one step wider on each side (so that every step shown holds the same
+    # minutes as in the whole period's series), within the period.
+    step = STEPS[every]
+    start, end = max(x0 - step, period["start"][0]), min(x1 + step, period["end"][0])
     fine = access.derived(
         f"util:{every}:{x0:%Y%m%d%H%M}:{x1:%Y%m%d%H%M}",
         state,
-        lambda: access.query_uncached("utilization_resampled", state, every=every).filter(
+        lambda: access.query_between("utilization_resampled", state, start, end, every=every).filter(
             pl.col("time").is_between(x0, x1)
         ),
     )

@@ -5,7 +5,9 @@ Keys carry the dataset version and the filter's cache key, so a replaced dataset
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -80,6 +82,12 @@ def query(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFrame:
 def query_uncached(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFrame:
     """Run analytics.queries.<name> for a filter state without caching its (large) result."""
     return queries.QUERIES[name](open_dataset(state["dataset"]), to_filter(state), **kwargs)
+
+
+def query_between(name: str, state: dict[str, Any], start: datetime, end: datetime, **kwargs: Any) -> pl.DataFrame:
+    """Run analytics.queries.<name> for a filter state with its time window narrowed to [start, end), uncached."""
+    flt = dataclasses.replace(to_filter(state), start=start, end=end)
+    return queries.QUERIES[name](open_dataset(state["dataset"]), flt, **kwargs)
 
 
 def derived(name: str, state: dict[str, Any], compute: Callable[[], Any]) -> Any:
