@@ -181,10 +181,15 @@ class ScenarioRequest:
     key: str
 
     def inputs(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """The scenario cluster's jobs submitted up to its window's last day (the window, the history before it
-        and CES read no later job) and the VC capacities, read from the opened dataset."""
-        until = date.fromisoformat(self.config.end) + timedelta(days=1) if self.config.end else None
-        return scenario_inputs(self.dataset, self.config.cluster, until)
+        """What the scenario reads from its opened dataset (config_inputs)."""
+        return config_inputs(self.dataset, self.config)
+
+
+def config_inputs(dataset: Dataset, config: ScenarioConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The jobs and capacities a scenario of config (or a sweep around it) reads: its cluster's jobs submitted up to
+    its window's last day (the window, the history before it and CES read no later job) and the VC capacities."""
+    until = date.fromisoformat(config.end) + timedelta(days=1) if config.end else None
+    return scenario_inputs(dataset, config.cluster, until)
 
 
 def scenario_inputs(dataset: Dataset, cluster: str, until: date | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
