@@ -40,7 +40,7 @@ lint: install ## ruff, and the import contracts of docs/architecture.md
 	$(BIN)/lint-imports
 
 bench: install demo ## run the performance benchmarks and print their figures
-	for b in synth ingest queries sim ces dashboard whatif load faults slurm_append; do \
+	for b in synth ingest queries sim ces dashboard whatif load faults slurm_append scale; do \
 	  test ! -f bench/$$b.py || $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:

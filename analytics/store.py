@@ -2,6 +2,9 @@
 
 A refreshable dataset holds `jobs/YYYY-MM.parquet` (one file per submit month) instead of `jobs.parquet`, so that
 `upsert_jobs` rewrites only the months a batch touches and hard-links the others into the new version.
+
+Files computed from one version (the column files and rollups of analytics.queries) live in its `derived-N/` folder,
+one sub-folder per part, each built once under a lock and renamed into place whole; every process reads them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from analytics import capabilities, schema
 
@@ -36,6 +40,9 @@ RESERVED_NAMES = frozenset({"public"})  # data/public holds the bundled source f
 MONTH_FORMAT = "%Y-%m"  # the partition key of a refreshable dataset: the submit month
 MONTHLY_PARTS = "monthly_parts"  # meta.json key: month -> digest of its file (so a refresh re-hashes only its months)
 JOB_KEY = ("cluster", "job_id")  # a job's identity across refreshes
+JOB_ORDER = ("cluster", "submit_time", "job_id")  # the row order of every jobs table
+DERIVED_DIR = "derived-1"  # files computed from a dataset version; the number changes when their format does
+_DERIVED_STAGING = "-tmp-"
 
 
 class DatasetError(Exception):
@@ -183,13 +190,32 @@ def _swap_in(base: Path, name: str, staged: Path, version: str) -> None:
         shutil.rmtree(previous, ignore_errors=True)
 
 
+def _in_order(jobs: pl.DataFrame) -> bool:
+    """Whether the jobs are already in dataset order (no key is null, each row's keys <= the next row's)."""
+    if jobs.height < 2:
+        return True
+    now = [pl.col(k) for k in JOB_ORDER]
+    after = [k.shift(-1) for k in now]
+    # Lexicographic (cluster, submit_time, job_id) <= the next row's, decided from the last key back.
+    ordered = now[2] <= after[2]
+    for key, nxt in ((now[1], after[1]), (now[0], after[0])):
+        ordered = (key < nxt) | ((key == nxt) & ordered)
+    return jobs.select(ordered.head(jobs.height - 1).fill_null(False).all()).item()
+
+
 def _sorted_jobs(jobs: pl.DataFrame) -> pl.DataFrame:
-    return schema.conform_jobs(jobs).sort(["cluster", "submit_time", "job_id"])
+    """The canonical jobs in dataset order (not copied when they already are: a large trace usually comes sorted)."""
+    jobs = schema.conform_jobs(jobs)
+    return jobs if _in_order(jobs) else jobs.sort(list(JOB_ORDER))
+
+
+_PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "row_group_size": 256_000, "statistics": True}
+_ARROW_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}  # the same, for pyarrow
 
 
 def _write_table(frame: pl.DataFrame, path: Path) -> str:
     """Write one Parquet table and return its digest."""
-    frame.write_parquet(path, compression="zstd", row_group_size=256_000, statistics=True)
+    frame.write_parquet(path, **_PARQUET_OPTIONS)
     return _file_digest(path)
 
 
@@ -217,6 +243,87 @@ def _finish(tmp: Path, base: Path, name: str, meta: dict[str, Any], version: str
     _swap_in(base, name, tmp, version)
 
 
+class DatasetWriter:
+    """A new version of a dataset written a part at a time, so that a large trace never sits in memory whole: each
+    part holds whole clusters, all after the previous part's (the jobs table's order), and goes straight into the
+    jobs table (a refreshable dataset's few parts are kept until `commit`, which splits them by month); `commit` adds
+    the capacity table and meta.json and swaps the dataset in."""
+
+    def __init__(self, base: Path, name: str, tmp: Path, monthly: bool):
+        self.base, self.name, self.tmp, self.monthly = base, name, tmp, monthly
+        self.last_cluster: str | None = None
+        self.frames: list[pl.DataFrame] = []  # a refreshable dataset's parts
+        self.table: pq.ParquetWriter | None = None
+        self.finished = False
+
+    def add(self, jobs: pl.DataFrame) -> None:
+        """Write one part of the jobs."""
+        if self.finished:
+            raise ValueError("the jobs table is finished: no part can be added")
+        jobs = _sorted_jobs(jobs)
+        if jobs.is_empty():
+            return
+        if self.last_cluster is not None and jobs["cluster"][0] <= self.last_cluster:
+            raise ValueError("parts must come in cluster order, each cluster in one part")
+        self.last_cluster = jobs["cluster"][-1]
+        if self.monthly:
+            self.frames.append(jobs)
+            return
+        arrow = jobs.to_arrow(compat_level=pl.CompatLevel.newest())
+        if self.table is None:
+            strings = [name for name, dtype in schema.JOB_SCHEMA.items() if dtype == pl.String()]
+            path = self.tmp / schema.JOBS_FILE
+            self.table = pq.ParquetWriter(path, arrow.schema, use_dictionary=strings, **_ARROW_OPTIONS)
+        self.table.write_table(arrow, row_group_size=_PARQUET_OPTIONS["row_group_size"])
+
+    def jobs(self) -> pl.LazyFrame:
+        """Every job written, in dataset order; the jobs table is finished (no part can be added after)."""
+        self.finished = True
+        if self.monthly:
+            return pl.concat(self.frames).lazy() if self.frames else pl.LazyFrame(schema=schema.JOB_SCHEMA)
+        if self.table is not None:
+            self.table.close()
+            self.table = None
+        path = self.tmp / schema.JOBS_FILE
+        if not path.exists():
+            _write_table(pl.DataFrame(schema=schema.JOB_SCHEMA), path)
+        return pl.scan_parquet(path)
+
+    def commit(self, vc_gpus: pl.DataFrame, meta: dict[str, Any]) -> Dataset:
+        """Write the capacity table and meta.json (with the row counts) and swap the dataset in."""
+        jobs = self.jobs()
+        vc_gpus = schema.conform_vc_gpus(vc_gpus).sort(["cluster", "vc", "date"])
+        n_jobs = jobs.select(pl.len()).collect().item()
+        meta = {**meta, "row_counts": {**(meta.get("row_counts") or {}), "jobs": n_jobs, "vc_gpus": vc_gpus.height}}
+        vc_digest = _write_table(vc_gpus, self.tmp / schema.VC_GPUS_FILE)
+        if self.monthly:
+            (self.tmp / schema.JOBS_DIR).mkdir()
+            months = _months(jobs.collect())
+            self.frames.clear()
+            parts = {m: _write_table(p, self.tmp / schema.JOBS_DIR / f"{m}.parquet") for m, p in months.items()}
+            meta = {**meta, MONTHLY_PARTS: parts}
+            version = _monthly_version(parts, vc_digest)
+        else:
+            version = _file_digest(self.tmp / schema.JOBS_FILE)[:12] + vc_digest[:4]
+        _finish(self.tmp, self.base, self.name, meta, version)
+        return open_dataset(self.name, self.base)
+
+
+@contextmanager
+def dataset_writer(name: str, root: Path | None = None, monthly: bool = False) -> Iterator[DatasetWriter]:
+    """A DatasetWriter for dataset name under root (default `data_dir()`), monthly for a refreshable dataset (one
+    jobs file per submit month); nothing stays behind unless it commits."""
+    check_name(name)
+    base = root or data_dir()
+    with _staging(base, name) as tmp:
+        writer = DatasetWriter(base, name, tmp, monthly)
+        try:
+            yield writer
+        finally:
+            if writer.table is not None:
+                writer.table.close()
+
+
 def write_dataset(
     name: str,
     jobs: pl.DataFrame,
@@ -227,22 +334,9 @@ def write_dataset(
 ) -> Dataset:
     """Write a dataset atomically: build it in a temp folder, then swap the `name` symlink to it in one rename;
     monthly writes the jobs as one file per submit month (a refreshable dataset)."""
-    check_name(name)
-    base = root or data_dir()
-    jobs = _sorted_jobs(jobs)
-    vc_gpus = schema.conform_vc_gpus(vc_gpus).sort(["cluster", "vc", "date"])
-    meta = {**meta, "row_counts": {**(meta.get("row_counts") or {}), "jobs": jobs.height, "vc_gpus": vc_gpus.height}}
-    with _staging(base, name) as tmp:
-        vc_digest = _write_table(vc_gpus, tmp / schema.VC_GPUS_FILE)
-        if monthly:
-            (tmp / schema.JOBS_DIR).mkdir()
-            parts = {m: _write_table(p, tmp / schema.JOBS_DIR / f"{m}.parquet") for m, p in _months(jobs).items()}
-            meta = {**meta, MONTHLY_PARTS: parts}
-            version = _monthly_version(parts, vc_digest)
-        else:
-            version = _write_table(jobs, tmp / schema.JOBS_FILE)[:12] + vc_digest[:4]
-        _finish(tmp, base, name, meta, version)
-    return open_dataset(name, base)
+    with dataset_writer(name, root, monthly) as writer:
+        writer.add(jobs)
+        return writer.commit(vc_gpus, meta)
 
 
 MetaFor = Callable[[pl.LazyFrame], dict[str, Any]]  # the new version's jobs -> its meta.json content
@@ -261,15 +355,22 @@ class Upsert:
 
 
 @contextmanager
-def _locked(base: Path, name: str) -> Iterator[None]:
-    """Hold an exclusive lock on dataset name (two refreshes of one dataset run one after the other)."""
-    base.mkdir(parents=True, exist_ok=True)
-    with (base / f".{name}.lock").open("a") as fh:
+def _file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file at path (created when absent)."""
+    with path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _locked(base: Path, name: str) -> Iterator[None]:
+    """Hold an exclusive lock on dataset name (two refreshes of one dataset run one after the other)."""
+    base.mkdir(parents=True, exist_ok=True)
+    with _file_lock(base / f".{name}.lock"):
+        yield
 
 
 def _old_month(current: Dataset, month: str) -> pl.DataFrame:
@@ -382,6 +483,39 @@ def _write_upsert(
         meta = {**meta_for(pl.scan_parquet(str(folder / "*.parquet"))), MONTHLY_PARTS: dict(sorted(parts.items()))}
         _finish(tmp, base, name, meta, _monthly_version(parts, vc_digest))
     return open_dataset(name, base)
+
+
+def derived_path(ds: Dataset, part: str) -> Path:
+    """Where derived part `part` of ds lives (whether or not it is built)."""
+    return ds.path / DERIVED_DIR / part
+
+
+def derived_part(ds: Dataset, part: str, build: Callable[[Path], None]) -> Path | None:
+    """The folder of ds's derived part `part`, built once by build(staging folder) under the part's lock and renamed
+    into place whole; None when it is absent and ds's folder cannot be written (a read-only host builds nothing)."""
+    final = derived_path(ds, part)
+    if final.is_dir():
+        return final
+    base = final.parent
+    try:
+        base.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(base, os.W_OK):
+        return None
+    with _file_lock(base / f".{part}.lock"):
+        if final.is_dir():
+            return final  # built by another process while this one waited
+        for stale in base.glob(f".{part}{_DERIVED_STAGING}*"):
+            shutil.rmtree(stale, ignore_errors=True)  # left by a killed builder (only lock holders stage)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{part}{_DERIVED_STAGING}", dir=base))
+        try:
+            build(tmp)
+            tmp.chmod(0o755)
+            tmp.rename(final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
 
 
 def delete_dataset(name: str, root: Path | None = None) -> None:

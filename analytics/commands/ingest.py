@@ -9,7 +9,7 @@ from pathlib import Path
 
 from analytics import store
 from analytics.capabilities import capacity_disabled
-from analytics.commands.common import fail, parsed_number
+from analytics.commands.common import derive, fail, parsed_number
 from analytics.export import export_dataset
 from analytics.ingest import FORMATS, IngestError, IngestOptions, append, ingest
 from analytics.ingest.alibaba import DEFAULT_ORIGIN
@@ -93,6 +93,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             dataset = result.dataset
         else:
             dataset = ingest(args.path, args.format, args.name, options, progress)
+        derive(dataset, progress)
     except (IngestError, OSError) as exc:
         if progress.step and not args.quiet:
             print(file=sys.stderr)  # end the progress line of the stage that failed

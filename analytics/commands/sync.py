@@ -12,7 +12,7 @@ import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from analytics.commands.common import fail
+from analytics.commands.common import derive, fail
 from analytics.commands.ingest import add_own_cluster_args, ingest_options, print_capacity_note, print_refresh
 from analytics.ingest import IngestError, append
 from analytics.ingest.parse import TIME_FORMAT
@@ -88,6 +88,7 @@ def run_sync(args: argparse.Namespace) -> int:
             options = ingest_options(args)
             source = f"sacct --starttime={start} (helios sync slurm)"
             result = append(export, "slurm", args.name, options, progress, source=source)
+        derive(result.dataset, progress)
     except (IngestError, OSError) as exc:
         if progress.step and not args.quiet:
             print(file=sys.stderr)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -150,14 +150,14 @@ def build_meta(
     path: Path,
     fmt: str,
     source: Source,
-    jobs: pl.DataFrame,
+    jobs: pl.LazyFrame,
     report: dict[str, Any],
 ) -> dict[str, Any]:
     """The dataset's meta.json content: source, format, clusters, period, row counts, attribution, quality."""
     return {
         "source": str(path),
         "format": fmt,
-        **job_totals(jobs.lazy(), source.vc_gpus.height),
+        **job_totals(jobs, source.vc_gpus.height),
         "attribution": FORMATS[fmt].attribution,
         **source.meta,
         "quality": report,
@@ -175,16 +175,49 @@ def prepare(
     """Read and validate a source without writing it: (jobs, vc_gpus, meta); raises IngestError when fatal. A
     refresh passes the dataset's stored capacity, which jobs are checked against when the source brings none, and
     allows a source without any row (a quiet cluster)."""
+    progress = progress or Progress(0, quiet=True)
     with open_source(path, fmt, options) as source_input:
-        progress = progress or Progress(0, quiet=True)
         progress.total = source_input.steps + 2  # reading stages + validating + writing
         source = source_input.read(progress)
-    capacity = stored_capacity if source.vc_gpus.is_empty() and stored_capacity is not None else source.vc_gpus
-    with progress.stage("validating"):
-        jobs, report = quality.validate(source.jobs, capacity, source.labels, source.source_columns)
+        capacity = stored_capacity if source.vc_gpus.is_empty() and stored_capacity is not None else source.vc_gpus
+        reports: list[dict[str, Any]] = []
+        parts = list(_checked_parts(source, capacity, progress, reports))
+    with _summary_stage(source, progress):
+        report = _merged_report(path, reports, allow_empty)
+        jobs = pl.concat(parts) if len(parts) > 1 else parts[0]
+    return jobs, source.vc_gpus, build_meta(path, fmt, source, jobs.lazy(), report)
+
+
+def _checked_parts(
+    source: Source, capacity: pl.DataFrame, progress: Progress, reports: list[dict[str, Any]]
+) -> Iterator[pl.DataFrame]:
+    """The source's jobs validated a part at a time, each part's quality report appended to reports: a source read
+    whole is checked in a `validating` stage, a source read in parts checks each in the stage reading it."""
+    if isinstance(source.jobs, pl.DataFrame):
+        with progress.stage("validating"):
+            jobs, report = quality.validate(source.jobs, capacity, source.labels, source.source_columns)
+        reports.append(report)
+        yield jobs
+        return
+    for part in source.jobs:
+        jobs, report = quality.validate(part, capacity, source.labels, source.source_columns)
+        del part  # the parsed part is freed before the next one is read
+        reports.append(report)
+        yield jobs
+
+
+def _summary_stage(source: Source, progress: Progress) -> AbstractContextManager:
+    """The `validating` stage of a source read in parts (whose report and totals are summed up there)."""
+    return nullcontext() if isinstance(source.jobs, pl.DataFrame) else progress.stage("validating")
+
+
+def _merged_report(path: Path, reports: list[dict[str, Any]], allow_empty: bool = False) -> dict[str, Any]:
+    """The quality report of the whole source, raising IngestError when no row is left (and some were read, or
+    a source without rows is not allowed)."""
+    report = quality.merge_reports(reports)
     if report["rows_out"] == 0 and not (allow_empty and report["rows_in"] == 0):
         raise IngestError(f"{path}: no valid rows left after validation ({report['rows_in']} rows read)")
-    return jobs, source.vc_gpus, build_meta(path, fmt, source, jobs, report)
+    return report
 
 
 def ingest(
@@ -203,12 +236,21 @@ def ingest(
     except store.DatasetError as exc:
         raise IngestError(str(exc)) from exc
     progress = progress or Progress(0, quiet=True)
-    jobs, vc_gpus, meta = prepare(path, fmt, options or IngestOptions(), progress)
-    if source:
-        meta = named_as(meta, path, source)
-    with progress.stage(f"writing dataset {name}"):
-        dataset = store.write_dataset(name, jobs, vc_gpus, meta, root, monthly=bool(meta.get("stable_job_ids")))
-    progress.done(f"ingested {jobs.height} jobs into {name}")
+    with open_source(path, fmt, options or IngestOptions()) as source_input:
+        progress.total = source_input.steps + 2  # reading stages + validating + writing
+        found = source_input.read(progress)
+        with store.dataset_writer(name, root, monthly=bool(found.meta.get("stable_job_ids"))) as out:
+            reports: list[dict[str, Any]] = []
+            for jobs in _checked_parts(found, found.vc_gpus, progress, reports):
+                out.add(jobs)
+                del jobs  # written: nothing keeps it in memory
+            with _summary_stage(found, progress):
+                meta = build_meta(path, fmt, found, out.jobs(), _merged_report(path, reports))
+            if source:
+                meta = named_as(meta, path, source)
+            with progress.stage(f"writing dataset {name}"):
+                dataset = out.commit(found.vc_gpus, meta)
+    progress.done(f"ingested {dataset.meta['row_counts']['jobs']} jobs into {name}")
     return dataset
 
 

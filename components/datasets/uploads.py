@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analytics import store
+from analytics import queries, store
 from analytics.ingest import FORMATS, IngestError, IngestOptions, ingest
 from analytics.progress import Progress
 
@@ -131,6 +131,8 @@ def ingest_staged(
     source = f"upload {request.get('filename', path.name)}"
     try:
         dataset = ingest(path, request["format"], request["name"], IngestOptions(), _Reporter(report), data_dir, source)
+        report(0.97, f"deriving the column files, rollups and catalog of {dataset.name}")
+        queries.derive(dataset)
     except (IngestError, store.DatasetError, OSError) as exc:
         raise UploadError(" ".join(str(exc).replace(str(path), str(request.get("filename"))).split())[:500]) from None
     finally:

@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -208,14 +208,24 @@ class ScenarioRequest:
     key: str
 
     def inputs(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """The scenario cluster's jobs and the VC capacities, read from the opened dataset."""
-        return scenario_inputs(self.dataset, self.config.cluster)
+        """What the scenario reads from its opened dataset (config_inputs)."""
+        return config_inputs(self.dataset, self.config)
 
 
-def scenario_inputs(dataset: Dataset, cluster: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A cluster's jobs and the VC capacities of a dataset: what a scenario (or a sweep of them) runs on."""
-    jobs = dataset.jobs().filter(pl.col("cluster") == cluster).collect()
-    return jobs, dataset.vc_gpus()
+def config_inputs(dataset: Dataset, config: ScenarioConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The jobs and capacities a scenario of config (or a sweep around it) reads: its cluster's jobs submitted up to
+    its window's last day (the window, the history before it and CES read no later job) and the VC capacities."""
+    until = date.fromisoformat(config.end) + timedelta(days=1) if config.end else None
+    return scenario_inputs(dataset, config.cluster, until)
+
+
+def scenario_inputs(dataset: Dataset, cluster: str, until: date | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A cluster's jobs (those submitted before day `until` when given) and the VC capacities of a dataset: what a
+    scenario (or a sweep of them) runs on."""
+    jobs = dataset.jobs().filter(pl.col("cluster") == cluster)
+    if until is not None:
+        jobs = jobs.filter(pl.col("submit_time") < datetime.combine(until, datetime.min.time()))
+    return jobs.collect(), dataset.vc_gpus()
 
 
 CES_MIN_HISTORY_DAYS = 7  # the CES forecaster learns from at least a week (its features reach one week back)

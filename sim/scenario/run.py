@@ -311,7 +311,12 @@ def _ladder(
     return pl.DataFrame(rows), importance
 
 
-def run_request(request: ScenarioRequest, progress: ProgressCallback | None = None) -> ScenarioResult:
-    """Run a scenario request on its opened dataset."""
-    jobs, vc_gpus = request.inputs()
-    return run_scenario(request.config, jobs, vc_gpus, progress)
+def run_request(
+    request: ScenarioRequest, progress: ProgressCallback | None = None, heartbeat_s: float = HEARTBEAT_S
+) -> ScenarioResult:
+    """Run a scenario request on its opened dataset (progress reported from the reading of its jobs on)."""
+    validate(request.config)
+    with _Reporter(progress, heartbeat_s) as reporter:
+        reporter.report(0.0, "reading the jobs")
+        jobs, vc_gpus = request.inputs()
+        return _run(request.config, jobs, vc_gpus, reporter, keep_records=True)
