@@ -29,7 +29,7 @@ $(BUNDLED): | $(STAMP)
 bundled: $(BUNDLED) ## build the philly and alibaba datasets from the public traces in data/public if missing
 
 run: install demo bundled ## start the dashboard on http://127.0.0.1:8050
-	$(BIN)/helios serve --host 127.0.0.1 --port 8050 --debug
+	HELIOS_ANONYMOUS_ROLE=$${HELIOS_ANONYMOUS_ROLE:-admin} $(BIN)/helios serve --host 127.0.0.1 --port 8050 --debug
 
 test: install demo bundled ## run the whole test suite (builds the bundled datasets first if missing)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
@@ -40,7 +40,7 @@ lint: install ## ruff, and the import contracts of docs/architecture.md
 	$(BIN)/lint-imports
 
 bench: install demo ## run the performance benchmarks and print their figures
-	for b in synth ingest queries sim ces dashboard whatif load faults; do \
+	for b in synth ingest queries sim ces dashboard whatif load faults slurm_append scale; do \
 	  test ! -f bench/$$b.py || $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:

@@ -13,8 +13,9 @@ from components.server.access_log import install_access_log
 from components.server.auth import AuthSettings, install_auth
 from components.server.background import background_manager
 from components.server.errors import install_error_handlers
+from components.server.hardening import install_hardening
 from components.server.health import install_health
-from components.server.settings import Settings
+from components.server.settings import Settings, private_folder
 from components.shell import callbacks
 from components.shell import layout as shell
 
@@ -22,6 +23,7 @@ from components.shell import layout as shell
 def create_app(settings: Settings | None = None) -> Dash:
     """Build the dashboard: pages, callbacks, query cache, CSV export, /healthz, request log and access control."""
     settings = settings or Settings.from_env()
+    private_folder(settings.cache_dir)
     app = Dash(
         __name__,
         use_pages=True,
@@ -45,6 +47,7 @@ def create_app(settings: Settings | None = None) -> Dash:
     install_access_log(app.server)
     install_error_handlers(app.server)
     install_auth(app.server, AuthSettings.from_env())
+    install_hardening(app.server)
     return app
 
 

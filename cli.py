@@ -8,10 +8,16 @@ import importlib
 import os
 import sys
 
+# Polars' allocator (jemalloc) keeps freed pages for seconds by default; an ingest frees and allocates gigabytes
+# cluster after cluster, so give them back at once. Set before Polars loads (the command modules load it); an
+# explicit setting in the environment wins.
+os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+
 # Each module exposes `register(subparsers)`, which adds one or more sub-commands whose `func(args) -> int` runs them.
 COMMAND_MODULES: tuple[str, ...] = (
     "analytics.commands.ingest",
     "analytics.commands.bundled",
+    "analytics.commands.sync",
     "sim.commands.demo",
     "analytics.commands.fidelity",
     "analytics.commands.summary",

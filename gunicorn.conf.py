@@ -2,6 +2,11 @@
 
 import os
 
+# Workers load Polars after they start, so this reaches its allocator (jemalloc): give freed pages back within a
+# second instead of keeping them for ten (an explicit setting in the environment wins).
+os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:1000,muzzy_decay_ms:0")
+MMAP_THRESHOLD_BYTES = 1 << 20  # the C heap serves larger blocks from their own mappings, unmapped when freed
+
 
 def _int_env(name: str, default: int) -> int:
     """An integer environment variable, with a one-line error naming it when it is not a whole number."""
@@ -12,7 +17,7 @@ def _int_env(name: str, default: int) -> int:
         raise SystemExit(f"gunicorn.conf.py: {name}={raw!r} is not a whole number") from None
 
 
-bind = f"{os.environ.get('HELIOS_BIND_HOST', '0.0.0.0')}:{_int_env('PORT', 8050)}"
+bind = f"{os.environ.get('HELIOS_BIND_HOST', '127.0.0.1')}:{_int_env('PORT', 8050)}"  # loopback unless told
 workers = _int_env("WEB_CONCURRENCY", 2)
 threads = _int_env("HELIOS_THREADS", 4)
 timeout = _int_env("HELIOS_TIMEOUT", 120)
@@ -28,21 +33,45 @@ reload = False  # never in production: `make run` / `helios serve --debug` is th
 
 
 def post_worker_init(worker):
-    """Warm each new worker in the background: load the default dataset's columns before the first visitor asks."""
+    """Warm each new worker in the background: the default dataset's derived files exist and its columns are mapped
+    before the first visitor asks. Large C-heap blocks (NumPy's arrays) are returned to the system when freed."""
+    import ctypes
+    import ctypes.util
     import threading
+
+    m_mmap_threshold = -3  # glibc's mallopt parameter; fixing it also stops glibc from raising it after frees
+    ctypes.CDLL(ctypes.util.find_library("c")).mallopt(m_mmap_threshold, MMAP_THRESHOLD_BYTES)
 
     threading.Thread(target=_warm_default_dataset, args=(worker.log,), name="helios-warm-up", daemon=True).start()
 
 
+def _derive_in_child(ds) -> None:
+    """Write ds's missing derived files in a spawned process (the first worker there builds, the others wait on the
+    lock), so that no web worker keeps the memory the build takes."""
+    import multiprocessing
+
+    from analytics import queries
+
+    if queries.is_derived(ds):
+        return
+    child = multiprocessing.get_context("spawn").Process(target=queries.derive, args=(ds,), name="helios-derive")
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        raise RuntimeError(f"writing the derived files failed (exit code {child.exitcode})")
+
+
 def _warm_default_dataset(log) -> None:
-    """Load the default dataset's column store; a missing or broken dataset is only logged."""
+    """Derive the default dataset when needed and map its column files; a missing or broken dataset is only logged."""
     from analytics import store
     from analytics.queries import colstore
 
     name = os.environ.get("HELIOS_DEFAULT_DATASET", store.DEFAULT_DATASET)
     try:
-        colstore.columns(store.open_dataset(name))
+        ds = store.open_dataset(name)
+        _derive_in_child(ds)
+        colstore.columns(ds)
     except Exception as exc:  # noqa: BLE001 - warm-up is best effort; requests report real errors themselves
         log.warning("warm-up of dataset %r skipped: %s", name, exc)
     else:
-        log.info("warm-up: dataset %r loaded", name)
+        log.info("warm-up: dataset %r ready", name)

@@ -17,6 +17,11 @@ REAL, DERIVED, ABSENT = "real", "derived", "absent"
 # meta["derived_columns"].
 FORMAT_DERIVED: dict[str, dict[str, str]] = {
     "philly": {"job_id": "row order of the job file", "cluster": "the constant 'Philly'"},
+    "slurm": {
+        "queue": "Start − Eligible (Start − Submit where Eligible is unknown)",
+        "gpu_num": "AllocTRES gres/gpu (ReqTRES for jobs never allocated)",
+        "duration": "ElapsedRaw",
+    },
     "alibaba-openb": {
         "submit_time": "creation_time seconds after the nominal origin",
         "start_time": "scheduled_time seconds after the nominal origin",
@@ -33,10 +38,19 @@ FORMAT_LABELS: dict[str, str] = {
     "synthetic": "this synthetic trace",
     "philly": "the Philly job list",
     "alibaba-openb": "the Alibaba pod list",
+    "slurm": "this Slurm export",
+    "csv": "this CSV",
 }
 # What a format's source leaves out by construction, beyond absent columns (feature -> reason).
 FORMAT_LACKS: dict[str, dict[str, str]] = {
     "philly": {"cpu_jobs": "the Philly job list has GPU jobs only"},
+}
+# How each format gets its GPU capacity, for the sentence that says a dataset has none.
+CAPACITY_HINTS: dict[str, str] = {
+    "philly": "ingest with --vc-nodes",
+    "alibaba-openb": "put openb_node_list_gpu_node.csv beside the pod list",
+    "slurm": "ingest with --capacity: scontrol show nodes -o, sinfo output or a vc,gpus CSV",
+    "csv": "ingest with --capacity",
 }
 COLUMN_WORDS: dict[str, str] = {
     "user": "users",
@@ -109,10 +123,8 @@ def column_status(meta: dict[str, Any]) -> dict[str, dict[str, str]]:
 
 def _capacity_problem(meta: dict[str, Any], feature: Feature) -> str | None:
     if not (meta.get("row_counts") or {}).get("vc_gpus"):
-        return (
-            "it has no GPU capacity table (Philly: ingest with --vc-nodes; Alibaba: put "
-            "openb_node_list_gpu_node.csv beside the pod list)"
-        )
+        hint = CAPACITY_HINTS.get(meta.get("format", ""), "ingest it with its GPU capacity")
+        return f"it has no GPU capacity table ({hint})"
     if feature.per_vc_capacity and meta.get("capacity_scope") == "cluster":
         return "its GPU capacity is known for the whole cluster only, not per VC"
     return None
@@ -133,6 +145,13 @@ def feature_problem(meta: dict[str, Any], name: str, columns: dict[str, dict[str
     if feature.capacity:
         return _capacity_problem(meta, feature)
     return None
+
+
+def capacity_disabled(meta: dict[str, Any]) -> list[str]:
+    """The features a dataset lacks only because it has no GPU capacity table (empty when it has one)."""
+    features = capabilities(meta)["features"]
+    missing_capacity = _capacity_problem(meta, Feature("", ()))
+    return [FEATURES[n].label for n, problem in features.items() if problem and problem == missing_capacity]
 
 
 def capabilities(meta: dict[str, Any]) -> dict[str, Any]:

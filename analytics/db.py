@@ -37,13 +37,13 @@ def _connection() -> duckdb.DuckDBPyConnection:
         return _state["conn"]  # type: ignore[return-value]
 
 
-def _sql_path(path: Path) -> str:
-    """A file path as a SQL string literal (paths come from the dataset store, never from the user)."""
+def _sql_path(path: Path | str) -> str:
+    """A file path (or glob) as a SQL string literal (paths come from the dataset store, never from the user)."""
     return "'" + str(path).replace("'", "''") + "'"
 
 
 def _attach_views(cur: duckdb.DuckDBPyConnection, ds: Dataset) -> None:
-    cur.execute(f"CREATE TEMP VIEW jobs AS SELECT * FROM read_parquet({_sql_path(ds.jobs_path)})")
+    cur.execute(f"CREATE TEMP VIEW jobs AS SELECT * FROM read_parquet({_sql_path(ds.jobs_glob)})")
     cur.execute(f"CREATE TEMP VIEW vc_gpus AS SELECT * FROM read_parquet({_sql_path(ds.vc_gpus_path)})")
 
 

@@ -81,6 +81,7 @@ def state_group(state: str | None) -> str | None:
 GPUS_PER_NODE = 8
 
 JOBS_FILE = "jobs.parquet"
+JOBS_DIR = "jobs"  # a refreshable dataset's jobs instead: one Parquet file per submit month, `jobs/YYYY-MM.parquet`
 VC_GPUS_FILE = "vc_gpus.parquet"
 META_FILE = "meta.json"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -99,8 +100,14 @@ def apply_point(base: ScenarioConfig, point: dict[str, Any]) -> ScenarioConfig:
     return validate(config)
 
 
+MAX_GRID_POINTS = 64  # the most scenarios one sweep may run
+
+
 def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """Every combination of the grid's values, in row-major order of the grid's keys."""
+    """Every combination of the grid's values, in row-major order of the grid's keys (at most MAX_GRID_POINTS)."""
+    size = math.prod(len(values) for values in grid.values()) if grid else 0
+    if size > MAX_GRID_POINTS:
+        raise ScenarioError(f"the grid has {size} points; a sweep runs at most {MAX_GRID_POINTS}")
     names = list(grid)
     return [dict(zip(names, values, strict=True)) for values in itertools.product(*(grid[n] for n in names))]
 

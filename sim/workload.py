@@ -38,8 +38,14 @@ def select_window(
     start: datetime | None = None,
     end: datetime | None = None,
 ) -> Window:
-    """GPU jobs of cluster (and vcs) submitted in [start, end]; defaults span the cluster's whole trace."""
-    gpu_jobs = jobs.filter((pl.col("cluster") == cluster) & (pl.col("gpu_num") > 0))
+    """GPU jobs of cluster (and vcs) submitted in [start, end]; defaults span the cluster's whole trace. A job with
+    an unfinished state is left out unless both its start and end were recorded (an Alibaba pod deleted while
+    running): otherwise its duration is not known yet."""
+    known = "state" in jobs.columns
+    occupied = pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null() if known else pl.lit(True)
+    final = pl.col("state").is_null() | ~pl.col("state").is_in(UNFINISHED_STATES) if known else pl.lit(True)
+    ended = final | occupied
+    gpu_jobs = jobs.filter((pl.col("cluster") == cluster) & (pl.col("gpu_num") > 0) & ended)
     if gpu_jobs.is_empty():
         known = ", ".join(sorted(jobs.get_column("cluster").unique().to_list())) or "none"
         raise WorkloadError(f"cluster {cluster!r} has no GPU jobs (clusters: {known})")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from analytics.commands.common import fail
+from analytics.commands.common import derive, fail
 from analytics.ingest import IngestError
 from analytics.ingest.bundled import BUNDLED, build, missing
 from analytics.progress import Progress
@@ -21,8 +21,10 @@ def run_bundled(args: argparse.Namespace) -> int:
         print("bundled datasets present: " + ", ".join(wanted))
         return 0
     for name in names:
+        progress = Progress(0, quiet=args.quiet)
         try:
-            ds = build(name, progress=Progress(0, quiet=args.quiet))
+            ds = build(name, progress=progress)
+            derive(ds, progress)
         except IngestError as exc:
             return fail(f"bundled dataset {name}: {exc}")
         print(f"dataset {ds.name}: {ds.meta['row_counts']['jobs']:,} jobs from {ds.meta['source']}")

@@ -1,4 +1,4 @@
-"""Helpers shared by the command modules: one-line errors and JSON output."""
+"""Helpers shared by the command modules: one-line errors, JSON output and the derived files of a new dataset."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import json
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from analytics import queries, store
+from analytics.progress import Progress
 
 N = TypeVar("N", int, float)
 
@@ -21,6 +24,13 @@ def print_json(obj: Any) -> None:
     """Print obj as JSON on stdout."""
     json.dump(obj, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+def derive(ds: store.Dataset, progress: Progress) -> None:
+    """Write ds's derived files (column files, rollups, catalog) as one more progress stage."""
+    progress.total += 1
+    with progress.stage(f"deriving the column files, rollups and catalog of {ds.name}"):
+        queries.derive(ds)
 
 
 def parsed_number(text: str, parse: Callable[[str], N], expected: str) -> N:

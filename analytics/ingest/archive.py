@@ -11,6 +11,9 @@ from typing import BinaryIO
 from analytics.ingest.parse import IngestError
 
 DEFAULT_MAX_MEMBER_BYTES = 2 * 1024**3
+MAX_TOTAL_BYTES = 4 * 1024**3  # all members together, uncompressed
+MAX_MEMBERS = 10_000
+MAX_RATIO = 200  # uncompressed / compressed size of one member (CSV traces compress 5-20x; zip bombs 1,000x+)
 _CHUNK_BYTES = 1 << 20
 _SUPPORTED_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
 _ENCRYPTED_FLAG = 0x1
@@ -58,10 +61,25 @@ def open_zip(path: Path) -> zipfile.ZipFile:
     try:
         for info in archive.infolist():
             check_member(info, f"{path}")
+        check_totals(archive.infolist(), f"{path}")
     except IngestError:
         archive.close()
         raise
     return archive
+
+
+def check_totals(infos: list[zipfile.ZipInfo], label: str) -> None:
+    """Raise IngestError when an archive has too many members, too much data or a member that expands too much
+    (zipfile stops each member at its declared size, so the declared sizes bound what reading yields)."""
+    if len(infos) > MAX_MEMBERS:
+        raise IngestError(f"{label}: {len(infos)} members (at most {MAX_MEMBERS})")
+    total = sum(info.file_size for info in infos)
+    if total > MAX_TOTAL_BYTES:
+        raise IngestError(f"{label}: {total} bytes uncompressed in all (at most {MAX_TOTAL_BYTES})")
+    for info in infos:
+        if info.file_size > MAX_RATIO * max(info.compress_size, 1) and info.file_size > 1024**2:
+            ratio = info.file_size // max(info.compress_size, 1)
+            raise IngestError(f"{label}: member {info.filename!r} expands {ratio}x (at most {MAX_RATIO}x): refused")
 
 
 def extract_members(

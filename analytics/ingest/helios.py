@@ -13,7 +13,15 @@ import polars as pl
 
 from analytics import schema
 from analytics.ingest.archive import extract_members, member_path, open_zip
-from analytics.ingest.parse import IngestError, Source, parse_columns, read_header, read_text_csv
+from analytics.ingest.parse import (
+    IngestError,
+    Source,
+    parse_columns,
+    read_header,
+    read_text_batches,
+    read_text_csv,
+    text_columns,
+)
 from analytics.progress import Progress
 
 LOG_FILE = "cluster_log.csv"
@@ -52,21 +60,22 @@ def find_cluster_dirs(log_paths: list[PurePosixPath], root_name: str, label: str
 
 
 def choose_clusters(found: dict[str, PurePosixPath], wanted: list[str] | None, label: str) -> list[str]:
-    """The clusters to read: all found (sorted) or those requested, raising IngestError for unknown ones."""
+    """The clusters to read, sorted: all found or those requested, raising IngestError for unknown ones."""
     if not wanted:
         return sorted(found)
     unknown = [c for c in wanted if c not in found]
     if unknown:
         available = ", ".join(sorted(found))
         raise IngestError(f"{label}: cluster(s) {', '.join(unknown)} not found (available: {available})")
-    return list(dict.fromkeys(wanted))
+    return sorted(set(wanted))  # in the dataset's order: each cluster's jobs are written as they are read
 
 
 def read_cluster_log(path: Path, label: str, cluster: str) -> pl.DataFrame:
-    """Read and parse one `cluster_log.csv` into canonical columns (state as given) plus row numbers."""
-    text = read_text_csv(path, label, LOG_REQUIRED, LOG_OPTIONAL)
-    parsed = parse_columns(text, LOG_KINDS, label, required=LOG_REQUIRED)
-    return parsed.with_columns(pl.lit(cluster).alias("cluster"))
+    """Read and parse one `cluster_log.csv` into canonical columns (state as given) plus row numbers, a batch of
+    rows at a time (only one batch is ever held as text)."""
+    batches = read_text_batches(path, label, LOG_REQUIRED, LOG_OPTIONAL)
+    parsed = [parse_columns(text, LOG_KINDS, label, required=LOG_REQUIRED) for text in batches]
+    return pl.concat(parsed, how="diagonal_relaxed", rechunk=False).with_columns(pl.lit(cluster).alias("cluster"))
 
 
 def read_gpu_number(path: Path, label: str, cluster: str) -> pl.DataFrame:
@@ -113,20 +122,24 @@ class HeliosInput:
         return self.root / rel
 
     def read(self, progress: Progress) -> Source:
-        """Read every chosen cluster's log and capacity files into one Source."""
-        jobs, caps = [], []
-        for cluster in self.clusters:
-            with progress.stage(f"reading {cluster}"):
-                log_label, gpu_label = self.file_label(cluster, LOG_FILE), self.file_label(cluster, GPU_FILE)
-                jobs.append(read_cluster_log(self._local(cluster, LOG_FILE), log_label, cluster))
-                caps.append(read_gpu_number(self._local(cluster, GPU_FILE), gpu_label, cluster))
-        present = {c for df in jobs for c in df.columns}
+        """Read every chosen cluster's capacity file now, and its job log as the Source's part of that cluster, read
+        in its own progress stage when the part is taken (one cluster's jobs in memory at a time)."""
+        logs = {c: self._local(c, LOG_FILE) for c in self.clusters}
+        caps = [read_gpu_number(self._local(c, GPU_FILE), self.file_label(c, GPU_FILE), c) for c in self.clusters]
+        present = {"cluster"}
+        for cluster, path in logs.items():
+            present.update(text_columns(path, self.file_label(cluster, LOG_FILE), LOG_REQUIRED, LOG_OPTIONAL))
         return Source(
-            jobs=pl.concat(jobs, how="diagonal_relaxed"),
+            jobs=self._parts(logs, progress),
             vc_gpus=schema.conform_vc_gpus(pl.concat(caps)),
             labels={c: self.file_label(c, LOG_FILE) for c in self.clusters},
             source_columns=tuple(c for c in schema.JOB_COLUMNS if c in present),
         )
+
+    def _parts(self, logs: dict[str, Path], progress: Progress) -> Iterator[pl.DataFrame]:
+        for cluster, path in logs.items():
+            with progress.stage(f"reading {cluster}"):
+                yield read_cluster_log(path, self.file_label(cluster, LOG_FILE), cluster)
 
 
 def _folder_logs(root: Path) -> list[PurePosixPath]:

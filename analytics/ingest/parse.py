@@ -5,6 +5,7 @@ Row numbers are file line numbers: the header is row 1, the first data row is ro
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ MAX_FIELD_CHARS = 4096  # longer values are a fatal error (a gigantic line is a 
 MAX_MESSAGE_CHARS = 300
 MAX_OFFSET_S = 100 * 365 * 86_400  # trace-relative times (Alibaba) beyond a century are broken values
 MAX_SPAN_DAYS = 20 * 366  # a daily capacity table longer than this means a broken date
+BATCH_ROWS = 1_000_000  # rows of a large file read and parsed at a time (bounds the memory its text takes)
 _MAX_NAMES_SHOWN = 20
 
 
@@ -35,7 +37,9 @@ class IngestError(Exception):
 class Source:
     """What a format reader hands to validation: parsed jobs, capacity, file labels and format facts."""
 
-    jobs: pl.DataFrame  # canonical columns found in the source (state as given) + ROW + ISSUE_PREFIX columns
+    # Canonical columns found in the source (state as given) + ROW + ISSUE_PREFIX columns: one frame, or parts read
+    # one at a time, each holding whole clusters (a large source never sits in memory at once).
+    jobs: pl.DataFrame | Iterator[pl.DataFrame]
     vc_gpus: pl.DataFrame  # canonical VC capacity table
     labels: dict[str, str]  # cluster -> the file its rows come from, as named in the report
     source_columns: tuple[str, ...]  # canonical job columns the source supplies
@@ -70,6 +74,16 @@ def read_header(path: Path, label: str) -> list[str]:
         raise IngestError(f"{label}: cannot read CSV file ({_first_line(exc)})") from exc
 
 
+def text_columns(path: Path, label: str, required: tuple[str, ...], optional: tuple[str, ...]) -> list[str]:
+    """The required and present optional columns of a CSV file, raising IngestError when a required one is missing."""
+    header = read_header(path, label)
+    missing = [c for c in required if c not in header]
+    if missing:
+        found = show_names(header)
+        raise IngestError(f"{label}: missing required column(s) {', '.join(missing)} (found: {found})")
+    return list(required) + [c for c in optional if c in header and c not in required]
+
+
 def read_text_csv(
     path: Path,
     label: str,
@@ -77,12 +91,7 @@ def read_text_csv(
     optional: tuple[str, ...] = (),
 ) -> pl.DataFrame:
     """Read the required and present optional columns of a CSV as text plus `_row`, failing on a bad file."""
-    header = read_header(path, label)
-    missing = [c for c in required if c not in header]
-    if missing:
-        found = show_names(header)
-        raise IngestError(f"{label}: missing required column(s) {', '.join(missing)} (found: {found})")
-    columns = list(required) + [c for c in optional if c in header and c not in required]
+    columns = text_columns(path, label, required, optional)
     try:
         df = pl.read_csv(path, infer_schema=False, columns=columns, null_values=NULL_TOKENS)
     except (OSError, pl.exceptions.PolarsError) as exc:
@@ -96,16 +105,45 @@ def read_text_csv(
     )
 
 
-def check_field_lengths(df: pl.DataFrame, label: str) -> None:
-    """Raise IngestError naming the first row of the first column holding a value over MAX_FIELD_CHARS."""
+def read_text_batches(
+    path: Path,
+    label: str,
+    required: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+    batch_rows: int = BATCH_ROWS,
+) -> Iterator[pl.DataFrame]:
+    """read_text_csv a batch of at most batch_rows rows at a time (row numbers run on across batches); a batch gets
+    the blank-row issue column only when it has a blank row."""
+    columns = text_columns(path, label, required, optional)
+    lazy = pl.scan_csv(path, infer_schema=False, null_values=NULL_TOKENS).select(columns)
+    rows = 0
+    try:
+        for df in lazy.collect_batches(chunk_size=batch_rows):
+            check_field_lengths(df, label, first_row=rows)
+            blank = df.select(pl.all_horizontal(pl.col(c).is_null() for c in columns).alias("blank"))["blank"]
+            df = df.with_row_index(ROW, offset=FIRST_DATA_ROW + rows).with_columns(pl.col(ROW).cast(pl.Int64))
+            if blank.any():
+                df = df.with_columns(pl.when(blank).then(pl.lit("empty row")).alias(f"{ISSUE_PREFIX}blank_row"))
+            rows += df.height
+            yield df
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise IngestError(f"{label}: cannot read CSV file ({_first_line(exc)})") from exc
+    if rows == 0:
+        raise IngestError(f"{label}: no data rows")
+
+
+def check_field_lengths(df: pl.DataFrame, label: str, first_row: int = 0) -> None:
+    """Raise IngestError naming the first row of the first column holding a value over MAX_FIELD_CHARS (rows of df
+    counted from first_row)."""
     longest = df.select(pl.col(c).str.len_chars().max().fill_null(0) for c in df.columns).row(0, named=True)
     too_long = [c for c, n_chars in longest.items() if n_chars > MAX_FIELD_CHARS]
     if not too_long:
         return
     lengths = df[too_long[0]].str.len_chars()
     index = int((lengths > MAX_FIELD_CHARS).arg_true()[0])
+    row = first_row + index + FIRST_DATA_ROW
     raise IngestError(
-        f"{label} row {index + FIRST_DATA_ROW}, column {too_long[0]!r}: value of {lengths[index]} characters "
+        f"{label} row {row}, column {too_long[0]!r}: value of {lengths[index]} characters "
         f"(the limit is {MAX_FIELD_CHARS})"
     )
 
@@ -117,9 +155,12 @@ def _int_expr(col: str) -> pl.Expr:
     return pl.coalesce(text.cast(pl.Int64, strict=False), pl.when(integral).then(as_float.cast(pl.Int64)))
 
 
-def _int32_expr(col: str) -> pl.Expr:
-    value = _int_expr(col)
+def _in_int32(value: pl.Expr) -> pl.Expr:
     return pl.when(value.is_between(INT32_MIN, INT32_MAX)).then(value)
+
+
+def _int32_expr(col: str) -> pl.Expr:
+    return _in_int32(_int_expr(col))
 
 
 def _offset_expr(col: str) -> pl.Expr:
@@ -132,6 +173,11 @@ def _float_expr(col: str) -> pl.Expr:
     return pl.when(as_float.is_finite()).then(as_float)
 
 
+def _iso_datetime_expr(col: str) -> pl.Expr:
+    text = pl.col(col).str.replace("T", " ", literal=True).str.replace(r"\.\d+$", "")
+    return text.str.strptime(pl.Datetime("us"), TIME_FORMAT, strict=False)
+
+
 PARSERS = {
     "int": (_int_expr, "an integer"),
     "int32": (_int32_expr, f"an integer from {INT32_MIN} to {INT32_MAX}"),
@@ -139,7 +185,27 @@ PARSERS = {
     "float": (_float_expr, "a finite number"),
     "datetime": (lambda c: pl.col(c).str.strptime(pl.Datetime("us"), TIME_FORMAT, strict=False), TIME_FORMAT),
     "date": (lambda c: pl.col(c).str.strptime(pl.Date(), DATE_FORMAT, strict=False), DATE_FORMAT),
+    "iso_datetime": (_iso_datetime_expr, "YYYY-MM-DD HH:MM:SS or YYYY-MM-DDTHH:MM:SS"),
 }
+
+
+# Integer parsers without the whole-float fallback (`3.0`): the same result wherever a value parses as an integer,
+# so a column is parsed by them first and again in full only when some value did not parse.
+FAST_PARSERS = {
+    "int": lambda c: pl.col(c).cast(pl.Int64, strict=False),
+    "int32": lambda c: _in_int32(pl.col(c).cast(pl.Int64, strict=False)),
+}
+
+
+def _parsed(df: pl.DataFrame, present: dict[str, str]) -> pl.DataFrame:
+    """df with each present column parsed into `_parsed:<column>` (fast parser first where there is one)."""
+    parsed = df.with_columns((FAST_PARSERS.get(k) or PARSERS[k][0])(c).alias(_PARSED + c) for c, k in present.items())
+    fast = [c for c, k in present.items() if k in FAST_PARSERS]
+    if not fast:
+        return parsed
+    failed = parsed.select((pl.col(c).is_not_null() & pl.col(_PARSED + c).is_null()).any().alias(c) for c in fast)
+    redo = [c for c, bad in failed.row(0, named=True).items() if bad]
+    return parsed.with_columns(PARSERS[present[c]][0](c).alias(_PARSED + c) for c in redo) if redo else parsed
 
 
 def parse_columns(
@@ -152,7 +218,7 @@ def parse_columns(
     present = {c: k for c, k in kinds.items() if c in df.columns}
     if not present:
         return df
-    parsed = df.with_columns(PARSERS[k][0](c).alias(_PARSED + c) for c, k in present.items())
+    parsed = _parsed(df, present)
     bad_exprs = {c: pl.col(c).is_not_null() & pl.col(_PARSED + c).is_null() for c in present}
     any_bad = parsed.select(e.any().alias(c) for c, e in bad_exprs.items()).row(0, named=True)
     flagged = [c for c, is_bad in any_bad.items() if is_bad]

@@ -145,8 +145,9 @@ def _has_capacity(capacity: pl.DataFrame) -> pl.Expr:
     return pl.any_horizontal(tests) if tests else pl.lit(False)
 
 
-def _examples(flagged: pl.DataFrame, detail: pl.Expr, labels: dict[str, str]) -> list[dict[str, Any]]:
-    first = flagged.head(MAX_EXAMPLES).with_columns(detail.alias("detail"))
+def _examples(frame: pl.DataFrame, mask: pl.Series, detail: pl.Expr, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The first MAX_EXAMPLES rows of frame where mask holds, as report examples."""
+    first = frame[mask.arg_true().head(MAX_EXAMPLES)].with_columns(detail.alias("detail"))
     rows = first.select("cluster", ROW, "job_id", "detail").rows()
     return [{"file": labels.get(c, c), "row": r, "job_id": j, "detail": d or ""} for c, r, j, d in rows]
 
@@ -160,10 +161,19 @@ def _with_canonical(jobs: pl.DataFrame) -> pl.DataFrame:
     return jobs.with_columns(missing) if missing else jobs
 
 
+def _any_duplicate(frame: pl.DataFrame) -> bool:
+    """Whether any cluster has a job_id twice among its rows not dropped yet (cheap: distinct ids per cluster)."""
+    alive = frame.lazy().filter(pl.col(_DROP).is_null())
+    repeats = alive.group_by("cluster").agg((pl.col("job_id").n_unique() < pl.len()).alias("repeats"))
+    return bool(repeats.select(pl.col("repeats").any()).collect().item())
+
+
 def mark_drops(jobs: pl.DataFrame) -> pl.DataFrame:
     """Jobs with every canonical column and a `_drop` column naming each dropped row's kind (null = kept)."""
     frame = _with_canonical(jobs)
     frame = frame.with_columns(drop_reasons(frame.columns))
+    if not _any_duplicate(frame):
+        return frame
     duplicate = pl.when(duplicate_expr()).then(pl.lit("duplicate_job_id")).otherwise(pl.col(_DROP))
     return frame.with_columns(duplicate.alias(_DROP))
 
@@ -175,7 +185,7 @@ def dropped_issues(marked: pl.DataFrame, labels: dict[str, str]) -> dict[str, An
     issues = {}
     for kind in DROPPED_KINDS:
         n = count_of.get(kind, 0)
-        examples = _examples(marked.filter(pl.col(_DROP) == kind), details[kind], labels) if n else []
+        examples = _examples(marked, (marked[_DROP] == kind).fill_null(False), details[kind], labels) if n else []
         issues[kind] = _issue_entry(n, DROPPED, kind, examples)
     return issues
 
@@ -187,7 +197,7 @@ def kept_issues(kept: pl.DataFrame, checks: Checks, labels: dict[str, str]) -> d
     issues = {}
     for kind in KEPT_KINDS:
         n = int(totals[kind])
-        examples = _examples(kept.filter(masks[kind]), checks[kind][1], labels) if n else []
+        examples = _examples(kept, masks[kind], checks[kind][1], labels) if n else []
         issues[kind] = _issue_entry(n, KEPT, kind, examples)
     return issues
 
@@ -214,6 +224,24 @@ def validate(
         "absent_columns": [c for c in schema.JOB_COLUMNS if c not in source_columns],
     }
     return out, report
+
+
+def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report of a whole source from the reports of its parts (in source order): counts add up, examples are
+    the first ones."""
+    first = reports[0]
+    issues = {}
+    for kind, entry in first["issues"].items():
+        examples = [e for r in reports for e in r["issues"][kind]["examples"]][:MAX_EXAMPLES]
+        issues[kind] = {**entry, "count": sum(r["issues"][kind]["count"] for r in reports), "examples": examples}
+    nulls = {c: sum(r["null_counts"][c] for r in reports) for c in first["null_counts"]}
+    return {
+        "rows_in": sum(r["rows_in"] for r in reports),
+        "rows_out": sum(r["rows_out"] for r in reports),
+        "issues": issues,
+        "null_counts": nulls,
+        "absent_columns": first["absent_columns"],
+    }
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:

@@ -2,7 +2,8 @@
 
 The implementations live in jobs (per-job statistics), series (per-minute and 10-minute series) and users (per-user
 statistics), over the column store (colstore) or DuckDB (analytics.db); this package is the stable import point and
-`QUERIES` the registry used by `helios query` and the dashboard.
+`QUERIES` the registry used by `helios query` and the dashboard: its functions answer a whole dataset from the
+dataset's rollups when it has them (`derive` writes them, with the column files and the pickers' catalog).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable
 
 import polars as pl
 
+from analytics import store
+from analytics.queries import catalog, colstore, rollups
 from analytics.queries.base import period
 from analytics.queries.jobs import (
     GPU_NUM_X,
@@ -32,6 +35,7 @@ from analytics.queries.jobs import (
 from analytics.queries.series import (
     diurnal_utilization,
     monthly_utilization,
+    overview_every,
     throughput_10min,
     utilization_minutes,
     utilization_resampled,
@@ -44,8 +48,10 @@ from analytics.queries.users import (
     user_concentration,
     user_table,
 )
+from analytics.queries.users import active_users as _active_users
+from analytics.store import Dataset
 
-QUERIES: dict[str, Callable[..., pl.DataFrame]] = {
+COMPUTED: dict[str, Callable[..., pl.DataFrame]] = {
     f.__name__: f
     for f in (
         cluster_summary,
@@ -71,8 +77,28 @@ QUERIES: dict[str, Callable[..., pl.DataFrame]] = {
         period,
     )
 }
+QUERIES: dict[str, Callable[..., pl.DataFrame]] = {name: rollups.answered(f) for name, f in COMPUTED.items()}
+active_users = rollups.answered(_active_users)
+
+
+DERIVED_PARTS = (colstore.COLUMNS_PART, rollups.ROLLUPS_PART, catalog.CATALOG_PART)
+
+
+def is_derived(ds: Dataset) -> bool:
+    """Whether every derived part of ds is written."""
+    return all(store.derived_path(ds, part).is_dir() for part in DERIVED_PARTS)
+
+
+def derive(ds: Dataset) -> None:
+    """Write what every process of every host then only reads, once per dataset version: the column files, the
+    rollups of the pages' queries and the pickers' catalog (each skipped when present or the folder is read-only)."""
+    colstore.column_files(ds)
+    rollups.write(ds, {**COMPUTED, "active_users": _active_users}, overview_every)
+    catalog.write(ds)
+
 
 __all__ = [
+    "COMPUTED",
     "CONCENTRATION_METRICS",
     "GPU_NUM_X",
     "HIST_BINS",
@@ -80,5 +106,9 @@ __all__ = [
     "QUERIES",
     "STATE_BUCKETS",
     "SUMMARY_COLUMNS",
+    "active_users",
+    "derive",
+    "is_derived",
+    "overview_every",
     *QUERIES,
 ]

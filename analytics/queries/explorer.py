@@ -10,10 +10,11 @@ from typing import Any
 import polars as pl
 
 from analytics import db, schema
+from analytics.csv_safety import csv_text
 from analytics.filters import JobFilter
 from analytics.store import Dataset
 
-COLUMNS: tuple[str, ...] = tuple(c for c in schema.JOB_COLUMNS if c != "job_name")  # Helios has no names
+COLUMNS: tuple[str, ...] = schema.JOB_COLUMNS  # job_name: null in Helios, Slurm's name (and array/het id) else
 NUMBER_COLUMNS = frozenset({"job_id", "gpu_num", "cpu_num", "node_num", "duration", "queue"})
 DATE_COLUMNS = frozenset({"submit_time", "start_time", "end_time"})
 TEXT_OPS: dict[str, tuple[str, str]] = {
@@ -137,20 +138,21 @@ def count_rows(ds: Dataset, flt: JobFilter, filter_model: dict[str, Any] | None)
     return int(db.run(f"SELECT count(*) AS n FROM jobs WHERE {where}", params, ds=ds)["n"][0])
 
 
-def _select(flt: JobFilter, filter_model: dict | None, sort_model: list | None) -> tuple[str, list]:
-    """The SQL selecting the matching jobs in order, a block at a time (LIMIT ? OFFSET ? come last), and its params."""
+def _select(ds: Dataset, flt: JobFilter, filter_model: dict | None, sort_model: list | None) -> tuple[str, list]:
+    """The SQL selecting the matching jobs in order, a block at a time (LIMIT ? OFFSET ? come last), and its params.
+    Without a sort, a dataset's single jobs file is read as it is stored, already in ORDER_KEY's order
+    (store.JOB_ORDER): no sort of the whole table for its first rows."""
     where, params = _where(flt, filter_model)
-    return (
-        f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE {where} ORDER BY {order_by(sort_model)} LIMIT ? OFFSET ?",
-        params,
-    )
+    stored_order = not sort_model and ds.jobs_path.is_file()
+    order = "" if stored_order else f" ORDER BY {order_by(sort_model)}"
+    return f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE {where}{order} LIMIT ? OFFSET ?", params
 
 
 def page(
     ds: Dataset, flt: JobFilter, filter_model: dict | None, sort_model: list | None, start: int, limit: int
 ) -> pl.DataFrame:
     """The matching jobs from row start (0-based), at most limit of them, in the sort model's order."""
-    sql, params = _select(flt, filter_model, sort_model)
+    sql, params = _select(ds, flt, filter_model, sort_model)
     return db.run(sql, [*params, limit, start], ds=ds)
 
 
@@ -171,11 +173,11 @@ def _row_index(request_: dict[str, Any], key: str, default: int | None) -> int |
 
 def export_chunks(ds: Dataset, flt: JobFilter, filter_model: dict | None, sort_model: list | None) -> Iterator[str]:
     """Yield the matching jobs as CSV text, header first, in chunks of EXPORT_CHUNK_ROWS rows."""
-    sql, params = _select(flt, filter_model, sort_model)
+    sql, params = _select(ds, flt, filter_model, sort_model)
     offset = 0
     while True:
         df = db.run(sql, [*params, EXPORT_CHUNK_ROWS, offset], ds=ds)
-        yield df.write_csv(include_header=offset == 0)
+        yield csv_text(df, include_header=offset == 0)
         if df.height < EXPORT_CHUNK_ROWS:
             return
         offset += EXPORT_CHUNK_ROWS

@@ -44,6 +44,7 @@ _SUMMARY_GROUPS = (*schema.STATE_GROUPS, schema.UNFINISHED)
 _N_GROUPS = len(_SUMMARY_GROUPS) + 1  # the last slot holds unknown states
 _UNFINISHED_GROUP = _SUMMARY_GROUPS.index(schema.UNFINISHED)
 
+POOLED_HELIOS, POOLED_OTHERS = "Helios", "all clusters"  # the pooled curve of a CDF (Fig 1a's "Helios")
 
 def _check_kind(kind: str) -> str:
     if kind not in KINDS:

@@ -4,6 +4,9 @@ what is averaged from them (monthly, diurnal, per VC). The window bounds the ser
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -53,6 +56,17 @@ VC_UTIL_SCHEMA: dict[str, pl.DataType] = {
     **dict.fromkeys(("norm_avg_duration_pct", "norm_avg_queue_pct"), pl.Float64()),
 }
 _EVERY_RE = re.compile(r"^[1-9][0-9]{0,3}(m|h|d|w|mo)$")
+OVERVIEW_STEPS: tuple[tuple[str, int], ...] = (("1h", 3600), ("6h", 6 * 3600), ("12h", 12 * 3600), ("1d", 86_400))
+MAX_OVERVIEW_POINTS = 5_000  # per cluster and series: a whole period a browser still draws without lag
+
+
+def overview_every(span_s: float) -> str:
+    """The step a series over span_s seconds is drawn with: hourly, or coarser where that would give more than
+    MAX_OVERVIEW_POINTS points (a multi-year trace), weekly at most."""
+    for every, step_s in OVERVIEW_STEPS:
+        if span_s / step_s <= MAX_OVERVIEW_POINTS:
+            return every
+    return "1w"
 
 
 @dataclass(frozen=True)
@@ -153,7 +167,34 @@ class MinuteGrid:
     shares: dict[str, np.ndarray]  # float rounded to 3 decimals, NaN where the capacity is unknown or 0
 
 
+# (dataset folder, version, filter) -> its MinuteGrid, while shared_grids() is active (never in a web worker: a
+# multi-year grid takes hundreds of megabytes).
+_SHARED_GRIDS: ContextVar[dict | None] = ContextVar("shared_grids", default=None)
+
+
+@contextmanager
+def shared_grids() -> Iterator[None]:
+    """Within the block, the minute grid of a dataset version and filter is swept once for every query asking for
+    it (the rollups ask four times)."""
+    token = _SHARED_GRIDS.set({})
+    try:
+        yield
+    finally:
+        _SHARED_GRIDS.reset(token)
+
+
 def _minute_grid(ds: Dataset, flt: JobFilter) -> MinuteGrid | None:
+    """The MinuteGrid of ds and flt (shared within shared_grids())."""
+    shared = _SHARED_GRIDS.get()
+    if shared is None:
+        return _sweep_grid(ds, flt)
+    key = (str(ds.path.absolute()), ds.version, flt)
+    if key not in shared:
+        shared[key] = _sweep_grid(ds, flt)
+    return shared[key]
+
+
+def _sweep_grid(ds: Dataset, flt: JobFilter) -> MinuteGrid | None:
     """Sweep the selected GPU jobs over the period's minutes for every selected cluster (spec §2 rules)."""
     grid = _grid(ds, flt)
     if grid is None:
@@ -368,10 +409,14 @@ def _vc_events(
     events of the kept jobs of VCs with capacity; sorted, as the column store keeps them in (VC, minute) order."""
     events = cols.gpu_events
     v = lookup[events.pair]
-    chosen = (v >= 0) & keep[events.job]
+    chosen = v >= 0
+    if not keep.all():
+        chosen &= keep[events.job]
+    # NOTE: every event chosen (the whole dataset, every VC with capacity): views instead of copies.
+    rows = slice(None) if chosen.all() else chosen
     # A job wholly outside the grid has both events clipped to the same edge position: they cancel out.
-    minute = np.clip(events.minute[chosen] - _epoch_minutes(start), 0, n_minutes)
-    return v[chosen] * (n_minutes + 1) + minute, events.delta[chosen]
+    minute = np.clip(events.minute[rows] - _epoch_minutes(start), 0, n_minutes)
+    return v[rows] * (n_minutes + 1) + minute, events.delta[rows]
 
 
 def _change_points(pos: np.ndarray, delta: np.ndarray, marks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

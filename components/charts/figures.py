@@ -10,6 +10,7 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from analytics import schema
+from analytics.queries.jobs import POOLED_HELIOS, POOLED_OTHERS
 
 # Okabe-Ito, the colour-blind-safe palette (yellow last: it is faint on white).
 PALETTE: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442")
@@ -25,7 +26,6 @@ POW2_TICKS_S: tuple[int, ...] = (1, 16, 256, 4096, 65536, 1048576)
 POW2_LABELS: tuple[str, ...] = ("1 s", "16 s", "4.3 min", "68 min", "18 h", "12 d")
 TOP_USER_PCTS: tuple[int, ...] = (1, 5, 10, 20)
 SCATTERGL_MIN_POINTS = 50_000
-POOLED_HELIOS, POOLED_OTHERS = "Helios", "all clusters"  # the pooled curve of a CDF (Fig 1a's "Helios")
 
 TEMPLATE = go.layout.Template(
     layout=go.Layout(
@@ -237,7 +237,8 @@ def monthly_figure(df: pl.DataFrame) -> go.Figure:
 def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
     """Per-VC utilisation box plots (precomputed quartiles) with VC size on a right axis; click a box to drill."""
     if df.is_empty():
-        return empty_figure(title="Utilisation per VC")
+        message = "No jobs match the current filters."
+        return empty_figure(message, title="Utilisation per VC")
     df = df.sort("mean_gpus", descending=True).head(max_vcs)
     multi = df["cluster"].n_unique() > 1
     labels = [f"{c}/{v}" if multi else str(v) for c, v in zip(df["cluster"], df["vc"], strict=True)]

@@ -11,6 +11,8 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
+from analytics import queries
+from analytics.queries.jobs import POOLED_HELIOS, POOLED_OTHERS
 from analytics.reference import CLUSTERS, FIG4
 from analytics.store import DatasetError
 from components.charts import figures, reference
@@ -33,30 +35,49 @@ def _q(name: str, **kwargs: Any) -> Callable[[Spec], pl.DataFrame]:
     return lambda spec: access.query(name, spec["state"], **kwargs)
 
 
-COARSE_EVERY = "1h"
+COARSE_EVERY = "1h"  # the step of the overview cards' mean utilisation
+STEPS: dict[str, timedelta] = {
+    every: timedelta(seconds=s)
+    for every, s in (("1m", 60), ("10m", 600), ("1h", 3600), ("6h", 21_600), ("12h", 43_200), ("1d", 86_400))
+} | {"1w": timedelta(weeks=1)}
 
 
 def utilization_every(span_s: float) -> str:
-    """The resampling step of the utilisation series for a visible time span (at most ~1,500 points per cluster)."""
+    """The resampling step of the utilisation series for a visible time span (at most ~1,500 points per cluster for
+    a zoom of a week or less; the overview's step, analytics.queries.overview_every, beyond)."""
     for limit_s, every in ((86_400, "1m"), (7 * 86_400, "10m")):
         if span_s <= limit_s:
             return every
-    return COARSE_EVERY
+    return queries.overview_every(span_s)
+
+
+def overview_every(state: dict[str, Any]) -> str:
+    """The step the series of a view's whole period are drawn with (hourly up to ~7 months, coarser beyond)."""
+    period = access.query("period", state)
+    span = period["end"][0] - period["start"][0] if period.height else timedelta(0)
+    return queries.overview_every(span.total_seconds())
 
 
 def utilization_window(spec: Spec, x0: datetime | None = None, x1: datetime | None = None) -> pl.DataFrame:
-    """Hourly GPU utilisation over the whole period, with the zoomed window [x0, x1] at the finer step it needs."""
+    """GPU utilisation over the whole period at the overview's step, with the zoomed window [x0, x1] at the finer
+    step it needs."""
     state = spec["state"]
-    coarse = access.query("utilization_resampled", state, every=COARSE_EVERY)
+    coarse_every = overview_every(state)
+    coarse = access.query("utilization_resampled", state, every=coarse_every)
     if x0 is None or x1 is None or coarse.is_empty():
         return coarse
     every = utilization_every((x1 - x0).total_seconds())
-    if every == COARSE_EVERY:
+    if every == coarse_every:
         return coarse
+    period = access.query("period", state)
+    # The series of the zoomed window only, one step wider on each side (so that every step shown holds the same
+    # minutes as in the whole period's series), within the period.
+    step = STEPS[every]
+    start, end = max(x0 - step, period["start"][0]), min(x1 + step, period["end"][0])
     fine = access.derived(
         f"util:{every}:{x0:%Y%m%d%H%M}:{x1:%Y%m%d%H%M}",
         state,
-        lambda: access.query_uncached("utilization_resampled", state, every=every).filter(
+        lambda: access.query_between("utilization_resampled", state, start, end, every=every).filter(
             pl.col("time").is_between(x0, x1)
         ),
     )
@@ -65,13 +86,15 @@ def utilization_window(spec: Spec, x0: datetime | None = None, x1: datetime | No
 
 
 def running_queued(spec: Spec) -> pl.DataFrame:
-    """Hourly running GPU jobs (utilisation series) beside queued GPU jobs (submitted minus dequeued, cumulated)."""
+    """Running GPU jobs (utilisation series) beside queued GPU jobs (submitted minus dequeued, cumulated), at the
+    overview's step."""
     state = spec["state"]
+    every = overview_every(state)
 
     def compute() -> pl.DataFrame:
         tp, util = query_cache.parallel(
-            lambda: access.query("throughput_10min", state),
-            lambda: access.query("utilization_resampled", state, every=COARSE_EVERY),
+            lambda: access.query_uncached("throughput_10min", state),  # 10-minute bins: too many rows to cache
+            lambda: access.query("utilization_resampled", state, every=every),
         )
         if tp.is_empty() or util.is_empty():
             return pl.DataFrame()
@@ -80,7 +103,7 @@ def running_queued(spec: Spec) -> pl.DataFrame:
             .with_columns(
                 ((pl.col("submit_gpu_job") - pl.col("dequeue_gpu_job")).cum_sum().over("cluster")).alias("queued")
             )
-            .group_by_dynamic("time", every=COARSE_EVERY, group_by="cluster")
+            .group_by_dynamic("time", every=every, group_by="cluster")
             .agg(pl.col("queued").mean().clip(0).alias("queued_gpujob_num"))
         )
         running = util.select("cluster", "time", "running_gpujob_num")
@@ -121,7 +144,7 @@ def duration_gpu(spec: Spec) -> pl.DataFrame:
     clusters = state.get("clusters") or access.cluster_names(state["dataset"])
     if len(clusters) < 2:
         return access.query("duration_cdf", state, kind="gpu")
-    label = figures.POOLED_HELIOS if set(clusters) == set(CLUSTERS) else figures.POOLED_OTHERS
+    label = POOLED_HELIOS if set(clusters) == set(CLUSTERS) else POOLED_OTHERS
     return access.query("duration_cdf", state, kind="gpu", pooled=label)
 
 

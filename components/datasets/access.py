@@ -5,7 +5,9 @@ Keys carry the dataset version and the filter's cache key, so a replaced dataset
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -82,6 +84,12 @@ def query_uncached(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFr
     return queries.QUERIES[name](open_dataset(state["dataset"]), to_filter(state), **kwargs)
 
 
+def query_between(name: str, state: dict[str, Any], start: datetime, end: datetime, **kwargs: Any) -> pl.DataFrame:
+    """Run analytics.queries.<name> for a filter state with its time window narrowed to [start, end), uncached."""
+    flt = dataclasses.replace(to_filter(state), start=start, end=end)
+    return queries.QUERIES[name](open_dataset(state["dataset"]), flt, **kwargs)
+
+
 def derived(name: str, state: dict[str, Any], compute: Callable[[], Any]) -> Any:
     """Cache a value derived from queries of a filter state under name."""
     return _of_selection(f"d:{name}", state, lambda _ds, _flt: compute())
@@ -99,7 +107,7 @@ def dataset_period(name: str) -> tuple[str | None, str | None]:
 
 def active_users(state: dict[str, Any]) -> pl.DataFrame:
     """Distinct users per cluster among the jobs a filter state selects (columns cluster, active_users)."""
-    return _of_selection("users", state, users.active_users)
+    return _of_selection("users", state, queries.active_users)
 
 
 def user_jobs(state: dict[str, Any]) -> pl.DataFrame:
@@ -107,6 +115,11 @@ def user_jobs(state: dict[str, Any]) -> pl.DataFrame:
     if len(state.get("users") or []) != 1:
         return pl.DataFrame()
     return _of_selection("userjobs", state, users.user_jobs_sample)
+
+
+def data_as_of(name: str) -> str | None:
+    """The time of a dataset's newest record (submit, start or end), `YYYY-MM-DD HH:MM`."""
+    return _of_dataset("asof", name, catalog.newest_record)
 
 
 def cluster_names(name: str) -> list[str]:

@@ -9,11 +9,11 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from analytics import store
-from analytics.ingest import FORMATS
 from analytics.ingest.quality import summary_lines
 from components.datasets import uploads
 from components.server.auth import has_role
 from components.server.background import poll_interval_ms
+from components.server.runs import RunError, run_in_subprocess
 from components.server.settings import Settings
 
 UPLOAD = "data-upload"
@@ -27,20 +27,28 @@ DELETE = "data-delete"
 CONFIRM = "data-delete-confirm"
 DELETE_STATUS = "data-delete-status"
 NOT_ALLOWED = "not allowed: the admin role is required"
+UPLOAD_ERRORS = (uploads.UploadError,)  # what an ingest reports as a user-facing reason
 
 
 def section(dataset_names: list[str]) -> dbc.Card:
     """The upload and delete controls (shown to admins only)."""
     limit_mb = uploads.max_upload_bytes() / 2**20
     upload = dcc.Upload(
-        html.Div(["Drop a trace here or ", html.A("choose a file"), f" (.zip or .csv, up to {limit_mb:g} MiB)"]),
+        html.Div(
+            ["Drop a trace here or ", html.A("choose a file"), f" (.zip, .csv or a sacct .txt, up to {limit_mb:g} MiB)"]
+        ),
         id=UPLOAD,
         multiple=False,
         className="upload-box border rounded p-3 text-center small mb-2",
     )
     fields = dbc.Row(
         [
-            dbc.Col(dcc.Dropdown(id=FORMAT, options=list(FORMATS), value=next(iter(FORMATS)), clearable=False), md=4),
+            dbc.Col(
+                dcc.Dropdown(
+                    id=FORMAT, options=list(uploads.UPLOAD_FORMATS), value=uploads.UPLOAD_FORMATS[0], clearable=False
+                ),
+                md=4,
+            ),
             dbc.Col(dbc.Input(id=NAME, placeholder="dataset name, e.g. helios-2020", maxLength=64), md=8),
         ],
         className="g-2 mb-2",
@@ -67,6 +75,25 @@ def section(dataset_names: list[str]) -> dbc.Card:
             ]
         ),
         className="mb-3 shadow-sm",
+    )
+
+
+def placeholders() -> html.Div:
+    """The admin controls' ids, hidden and inert, for a non-admin's page (their callbacks refuse non-admins anyway)."""
+    return html.Div(
+        [
+            dcc.Upload(id=UPLOAD, disabled=True),
+            dcc.Dropdown(id=FORMAT, options=[]),
+            dbc.Input(id=NAME, disabled=True),
+            dbc.Progress(id=PROGRESS, value=0),
+            html.Div(id=STATUS),
+            dcc.Store(id=REQUEST),
+            dbc.Select(id=DELETE_NAME, options=[]),
+            dbc.Button(id=DELETE, disabled=True),
+            dcc.ConfirmDialog(id=CONFIRM),
+            html.Div(id=DELETE_STATUS),
+        ],
+        hidden=True,
     )
 
 
@@ -97,9 +124,12 @@ def ingest_job(set_progress, request: dict[str, Any] | None, settings: Settings)
         set_progress((round(fraction * 100), label))
 
     data_dir = Path(settings.data_dir or store.data_dir())
+    # The background job is a fork of the web worker, where Polars' thread pool can hang: ingest in a spawned child.
+    job = (request, settings.cache_dir, data_dir)
     try:
-        dataset = uploads.ingest_staged(request, settings.cache_dir, data_dir, report)
-    except uploads.UploadError as exc:
+        dataset = run_in_subprocess(uploads.ingest_staged, job, report, settings=settings, expected=UPLOAD_ERRORS)
+    except RunError as exc:
+        uploads.discard_staged(request, settings.cache_dir)
         return _alert(f"upload failed, nothing was changed: {exc}", "danger")
     done = _alert(f"dataset {dataset.name} is ready (version {dataset.version}); reload the page to see it", "success")
     lines = summary_lines(dataset.meta["quality"]) if dataset.meta.get("quality") else ["no quality report"]
@@ -127,8 +157,9 @@ def delete(submit_clicks: int | None, name: str | None, settings: Settings):
 
 
 def register(app: Dash) -> None:
-    """Register the upload and delete callbacks on app."""
+    """Register the upload and delete callbacks on app (and sweep staged uploads left by a stopped server)."""
     settings: Settings = app.server.config["HELIOS_SETTINGS"]
+    uploads.sweep_stale(settings.cache_dir)
     # Dash posts the upload base64-encoded inside JSON: cap request bodies a little above that size.
     app.server.config["MAX_CONTENT_LENGTH"] = uploads.max_upload_bytes() * 4 // 3 + 2**20
     app.callback(

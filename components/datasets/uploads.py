@@ -7,17 +7,19 @@ import binascii
 import os
 import re
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analytics import store
+from analytics import queries, store
 from analytics.ingest import FORMATS, IngestError, IngestOptions, ingest
 from analytics.progress import Progress
 
 MAX_MB_ENV = "HELIOS_UPLOAD_MAX_MB"
 DEFAULT_MAX_MB = 512
-SUFFIXES = (".zip", ".csv")
+SUFFIXES = (".zip", ".csv", ".txt")  # .txt: a Slurm sacct export
+UPLOAD_FORMATS: tuple[str, ...] = tuple(name for name, spec in FORMATS.items() if spec.uploadable)
 TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -66,8 +68,8 @@ def uploads_dir(cache_dir: Path) -> Path:
 
 def stage_upload(raw: bytes, filename: str, fmt: str, name: str, cache_dir: Path) -> dict[str, str]:
     """Check format and dataset name, save the file under an unguessable token and return the ingest request."""
-    if fmt not in FORMATS:
-        raise UploadError(f"unknown format {str(fmt)[:40]!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in UPLOAD_FORMATS:
+        raise UploadError(f"unknown format {str(fmt)[:40]!r}; choose one of {', '.join(UPLOAD_FORMATS)}")
     try:
         store.check_name(name)
     except store.DatasetError as exc:
@@ -84,6 +86,28 @@ def staged_path(request: dict[str, Any], cache_dir: Path) -> Path:
     if not TOKEN_RE.match(token) or suffix not in SUFFIXES or not path.is_file():
         raise UploadError("unknown or expired upload; upload the file again")
     return path
+
+
+STALE_AFTER_S = 6 * 3600  # a staged upload older than this was left by a stopped or killed server
+
+
+def discard_staged(request: dict[str, Any], cache_dir: Path) -> None:
+    """Remove a request's staged file if it is still there (after a failed or killed ingest)."""
+    try:
+        staged_path(request, cache_dir).unlink(missing_ok=True)
+    except UploadError:
+        return
+
+
+def sweep_stale(cache_dir: Path, now_s: float | None = None) -> int:
+    """Remove staged uploads older than STALE_AFTER_S; return how many were removed."""
+    cutoff = (now_s if now_s is not None else time.time()) - STALE_AFTER_S
+    removed = 0
+    for path in uploads_dir(cache_dir).iterdir():
+        if path.is_file() and path.stat().st_mtime < cutoff:
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 class _Reporter(Progress):
@@ -107,6 +131,8 @@ def ingest_staged(
     source = f"upload {request.get('filename', path.name)}"
     try:
         dataset = ingest(path, request["format"], request["name"], IngestOptions(), _Reporter(report), data_dir, source)
+        report(0.97, f"deriving the column files, rollups and catalog of {dataset.name}")
+        queries.derive(dataset)
     except (IngestError, store.DatasetError, OSError) as exc:
         raise UploadError(" ".join(str(exc).replace(str(path), str(request.get("filename"))).split())[:500]) from None
     finally:

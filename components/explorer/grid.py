@@ -24,6 +24,7 @@ EXPORT = "jobs-export"
 STATUS = "jobs-status"
 HEADERS: dict[str, str] = {
     "job_id": "job id",
+    "job_name": "job name",
     "gpu_num": "GPUs",
     "cpu_num": "CPUs",
     "node_num": "nodes",
@@ -43,7 +44,7 @@ def column_defs() -> list[dict[str, Any]]:
         if col in explorer_queries.DATE_COLUMNS:
             kind = "agDateColumnFilter"
         filter_params = {"maxNumConditions": 1, "buttons": ["reset"]}
-        width = 170 if col in explorer_queries.DATE_COLUMNS else 135 if col == "state" else 110
+        width = 170 if col in explorer_queries.DATE_COLUMNS else 135 if col in ("state", "job_name") else 110
         defs.append(
             {
                 "field": col,

@@ -10,7 +10,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
-from analytics.capabilities import ABSENT, DERIVED, REAL, capabilities
+from analytics.capabilities import ABSENT, DERIVED, REAL, capabilities, capacity_disabled
 from analytics.ingest.quality import summary_lines
 from analytics.store import Dataset
 from components.datasets import access
@@ -22,8 +22,8 @@ dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard 
 
 
 def folder_size_bytes(path: Path) -> int:
-    """Total size of the files in a dataset folder."""
-    return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+    """Total size of the files in a dataset folder (and its monthly jobs folder)."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def human_bytes(n: float) -> str:
@@ -110,6 +110,21 @@ def _columns_line(caps: dict[str, Any]) -> html.Div:
     )
 
 
+def _capacity(meta: dict[str, Any]) -> str:
+    disabled = capacity_disabled(meta)
+    if disabled:
+        return "none given, so these views are disabled: " + "; ".join(disabled)
+    return _text(meta.get("capacity_source"))
+
+
+def _last_refresh(meta: dict[str, Any]) -> str:
+    refreshes = meta.get("refreshes") or []
+    if not refreshes:
+        return "–"
+    last = refreshes[-1]
+    return f"{last.get('at')} from {last.get('source')} ({len(refreshes)} refreshes logged)"
+
+
 def dataset_card(ds: Dataset) -> dbc.Card:
     """Everything known about one dataset."""
     meta = ds.meta
@@ -118,6 +133,9 @@ def dataset_card(ds: Dataset) -> dbc.Card:
         ("format", _text(meta.get("format"))),
         ("clusters", _text(meta.get("clusters"))),
         ("period", _period(meta)),
+        ("data as of", _text(access.data_as_of(ds.name))),
+        ("last refresh", _last_refresh(meta)),
+        ("GPU capacity", _capacity(meta)),
         ("rows", _row_counts(meta)),
         ("size on disk", human_bytes(folder_size_bytes(ds.path))),
         ("version", ds.version),
@@ -150,7 +168,7 @@ def layout(**_params: Any) -> html.Div:
     """The data page (it ignores the filters)."""
     header = page_header("Data", "The datasets in the data folder, where they come from and how clean they are.")
     datasets = access.list_datasets()
-    admin = [data_admin.section([d.name for d in datasets])] if has_role("admin") else []
+    admin = [data_admin.section([d.name for d in datasets]) if has_role("admin") else data_admin.placeholders()]
     if not datasets:
         empty = dbc.Alert(["No dataset yet: run ", html.Code("helios demo"), " or upload one."], color="warning")
         return html.Div([header, empty, *admin])

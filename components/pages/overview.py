@@ -141,7 +141,10 @@ def _card(row: dict[str, Any], caps: dict[str, Any]) -> dbc.Card:
         ("mean GPU utilisation", needs("utilisation", util)),
         ("active users", needs("users", _fmt(row["active_users"], "{:,}"))),
         ("completion rate", needs("final_states", _fmt(row["completion_pct"], "{:.1f} %"))),
-        ("GPU-hours", needs("durations", _fmt(row["gpu_hours"], "{:,.0f}"))),
+        (
+            "GPU-hours",
+            needs("durations", _fmt(row["gpu_hours"], "{:,.0f}" if (row["gpu_hours"] or 0) >= 10 else "{:.2f}")),
+        ),
     ]
     return dbc.Card(
         dbc.CardBody(

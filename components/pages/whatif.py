@@ -12,6 +12,7 @@ from dash import Dash, html
 from analytics.filters import flat_params
 from analytics.store import DatasetError
 from components.datasets import access
+from components.shell.layout import data_as_of
 from components.whatif import callbacks, sweep
 from components.whatif import form as whatif_form
 from components.whatif.state import default_form, form_from_params
@@ -53,7 +54,8 @@ def layout(**params: Any) -> html.Div:
                 dbc.Alert(["No dataset yet. Build one with ", html.Code("helios demo"), "."], color="warning"),
             ]
         )
-    page = whatif_form.layout(form, names, scope, flat.get("run") == "1", problems)
+    as_of = data_as_of(form["dataset"]) if form["dataset"] in names else None
+    page = whatif_form.layout(form, names, scope, flat.get("run") == "1", problems, as_of)
     return html.Div([page, sweep.section()])
 
 

@@ -16,7 +16,7 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlencode
@@ -25,6 +25,8 @@ import flask
 from flask import g, request, session
 
 from components.server import login as auth_login
+from components.server.cache import recall, remember
+from components.server.throttle import HashBusy, Throttle, hash_slot
 from components.server.users import ROLES, UserRecord, UsersFileError, check_role, load_users, verify_password
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,7 @@ class AuthSettings:
     secret_key: str | None = None
     session_hours: float = 12.0
     cookie_secure: bool = False
-    anonymous_role: str = ADMIN  # role of everyone when auth is off (single-user / private deployments)
+    anonymous_role: str = VIEWER  # role of everyone when auth is off (`make run` sets admin on loopback)
 
     @property
     def enabled(self) -> bool:
@@ -195,10 +197,19 @@ class AuthState:
     settings: AuthSettings
     directory: UserDirectory
     verified: VerifiedCache
+    throttle: Throttle = field(default_factory=Throttle)
 
 
 class BadCredentials(Exception):
     """Credentials were sent but are wrong (always 401, never a redirect)."""
+
+
+class LoginThrottled(Exception):
+    """Too many failed logins from this client or for this account: wait wait_s seconds."""
+
+    def __init__(self, wait_s: float):
+        super().__init__(f"too many failed logins; try again in {wait_s:.0f} s")
+        self.wait_s = wait_s
 
 
 def _state() -> AuthState | None:
@@ -210,6 +221,24 @@ def _password_fingerprint(record: UserRecord) -> str:
 
 
 def check_login(state: AuthState, name: str, password: str) -> User | None:
+    """The user for a name and password, or None; refused without hashing while the client or the account is in its
+    back-off after repeated failures (LoginThrottled), or when too many hashes run at once (HashBusy)."""
+    client = f"ip:{request.remote_addr}"
+    account = f"user:{name[:128]}"
+    wait_s = max(state.throttle.wait_s(client), state.throttle.wait_s(account))
+    if wait_s > 0:
+        raise LoginThrottled(wait_s)
+    with hash_slot():
+        user = password_user(state, name, password)
+    for key in (client, account):
+        if user is None:
+            state.throttle.failed(key)
+        else:
+            state.throttle.succeeded(key)
+    return user
+
+
+def password_user(state: AuthState, name: str, password: str) -> User | None:
     """The user for a name and password from the users file, or None (unknown users cost the same time)."""
     record = state.directory.get(name)
     if not state.verified.check(record, password) or record is None:
@@ -254,6 +283,10 @@ def _session_user(state: AuthState) -> User | None:
     name = session.get("user")
     if not isinstance(name, str):
         return None
+    sid = session.get("sid")
+    if not isinstance(sid, str) or recall(f"helios:revoked:{sid}"):
+        session.clear()  # logged out (on any worker or host sharing the cache)
+        return None
     record = state.directory.get(name)
     if record is None or session.get("pw") != _password_fingerprint(record):
         session.clear()  # user removed or password changed since login
@@ -294,6 +327,14 @@ def _guard() -> flask.Response | None:
         g.helios_user = identify(state)
     except BadCredentials as exc:
         return unauthorized(str(exc))
+    except LoginThrottled as exc:
+        resp = flask.jsonify(error=str(exc))
+        resp.status_code, resp.headers["Retry-After"] = 429, str(int(exc.wait_s) + 1)
+        return resp
+    except HashBusy as exc:
+        resp = flask.jsonify(error=str(exc))
+        resp.status_code = 503
+        return resp
     if g.helios_user is not None or request.path in OPEN_PATHS:
         return None
     return _login_redirect() if _wants_html() else unauthorized("authentication required")
@@ -325,23 +366,44 @@ def login_session(user_record: UserRecord) -> None:
     session.clear()
     session["user"] = user_record.name
     session["pw"] = _password_fingerprint(user_record)
+    session["sid"] = secrets.token_hex(16)
     session.permanent = True
+
+
+def _csrf_token() -> str:
+    token = session.get("csrf")
+    if not isinstance(token, str):
+        token = session["csrf"] = secrets.token_hex(16)
+    return token
 
 
 def _login_view() -> flask.Response | tuple[str, int]:
     next_path = auth_login.safe_next(request.values.get("next", "/"))
     if request.method == "GET":
-        return auth_login.login_page(next_path), 200
+        return auth_login.login_page(next_path, csrf=_csrf_token()), 200
+    if not hmac.compare_digest(str(request.form.get("csrf", "")), str(session.get("csrf", "-"))):
+        return auth_login.login_page(next_path, "The form expired; log in again.", csrf=_csrf_token()), 400
     state = _state()
     name, password = request.form.get("username", ""), request.form.get("password", "")
     record = state.directory.get(name) if state else None
-    if state is None or check_login(state, name, password) is None or record is None:
-        return auth_login.login_page(next_path, "Wrong user name or password."), 401
+    try:
+        user = check_login(state, name, password) if state else None
+    except LoginThrottled as exc:
+        page = auth_login.login_page(next_path, str(exc).capitalize() + ".", csrf=_csrf_token())
+        return flask.Response(page, status=429, headers={"Retry-After": str(int(exc.wait_s) + 1)})
+    except HashBusy as exc:
+        return flask.Response(auth_login.login_page(next_path, str(exc), csrf=_csrf_token()), status=503)
+    if user is None or record is None:
+        return auth_login.login_page(next_path, "Wrong user name or password.", csrf=_csrf_token()), 401
     login_session(record)
     return flask.redirect(next_path, code=303)
 
 
 def _logout_view() -> flask.Response:
+    sid = session.get("sid")
+    if isinstance(sid, str):
+        lifetime_s = int(flask.current_app.permanent_session_lifetime.total_seconds())
+        remember(f"helios:revoked:{sid}", True, lifetime_s)
     session.clear()
     return flask.redirect(LOGIN_PATH, code=303)
 
@@ -367,7 +429,7 @@ def install_auth(server: flask.Flask, settings: AuthSettings | None = None) -> N
     directory = UserDirectory(settings.auth_file)
     if settings.auth_file is not None:
         load_users(settings.auth_file)  # fail at start-up on a missing or bad users file
-    server.extensions[EXTENSION] = AuthState(settings, directory, VerifiedCache())
+    server.extensions[EXTENSION] = AuthState(settings, directory, VerifiedCache(), Throttle())
     _configure_session(server, settings)
     server.before_request_funcs.setdefault(None, []).insert(0, _guard)
     if settings.enabled:

@@ -60,7 +60,12 @@ def _cache_set(key: str, value: Any) -> None:
 def init_cache(server, settings: Settings) -> None:
     """Bind the query cache to a Flask server: RedisCache when a Redis URL is set, else FileSystemCache."""
     if settings.redis_url:
-        config = {"CACHE_TYPE": "RedisCache", "CACHE_REDIS_URL": settings.redis_url}
+        config = {
+            "CACHE_TYPE": "RedisCache",
+            "CACHE_REDIS_URL": settings.redis_url,
+            # A stalled Redis must not stall the pages: give up after 2 s and serve from the local cache.
+            "CACHE_OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+        }
     else:
         # A folder of its own: FileSystemCache counts, prunes and clears every file it finds in it.
         queries_dir = str(settings.cache_dir / "queries")
@@ -90,3 +95,25 @@ def parallel(*thunks: Callable[[], Any]) -> list[Any]:
 
     with ThreadPoolExecutor(max_workers=len(thunks)) as pool:
         return list(pool.map(run, thunks))
+
+
+def _bound() -> bool:
+    """Whether the shared cache is set up on the current app (an app without init_cache uses the local one)."""
+    return "cache" in current_app.extensions
+
+
+def remember(key: str, value: Any, timeout_s: int) -> None:
+    """Store a small fact under key for timeout_s in the shared cache (the local one when it is down or absent)."""
+    if not _bound():
+        _local.set(key, value, timeout=timeout_s)
+        return
+    try:
+        cache.set(key, value, timeout=timeout_s)
+    except _backend_errors() as exc:
+        _shared_failed(exc)
+        _local.set(key, value, timeout=timeout_s)
+
+
+def recall(key: str) -> Any:
+    """The fact stored under key, or None."""
+    return _cache_get(key) if _bound() else _local.get(key)

@@ -26,6 +26,7 @@ button {{ padding: .6rem; background: #1f4e79; color: #fff; border: 0; border-ra
 <label for="password">Password</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required>
 <input type="hidden" name="next" value="{next_path}">
+<input type="hidden" name="csrf" value="{csrf}">
 <button type="submit">Log in</button>
 </form></body></html>
 """
@@ -40,7 +41,7 @@ def safe_next(target: str) -> str:
     return target
 
 
-def login_page(next_path: str, error: str = "") -> str:
-    """The login form HTML, posting back to /login with the escaped next path and an optional error line."""
+def login_page(next_path: str, error: str = "", csrf: str = "") -> str:
+    """The login form HTML, posting back to /login with the escaped next path, its CSRF token and an error line."""
     message = f'<p class="error" role="alert">{escape(error)}</p>' if error else ""
-    return _PAGE.format(error=message, next_path=escape(next_path, quote=True))
+    return _PAGE.format(error=message, next_path=escape(next_path, quote=True), csrf=escape(csrf, quote=True))

@@ -17,10 +17,13 @@ class Settings:
     """Where the data and the query cache live, and how the server behaves."""
 
     data_dir: Path | None = None  # None = analytics.store.data_dir() ($HELIOS_DATA_DIR or ./data)
-    cache_dir: Path = Path(tempfile.gettempdir()) / "helios-cache"
+    cache_dir: Path = Path(tempfile.gettempdir()) / f"helios-cache-{os.getuid()}"  # private to this user
     redis_url: str | None = None
     cache_timeout_s: int = 24 * 3600
     default_dataset: str = DEFAULT_DATASET
+    max_runs: int = 2  # what-if runs and sweeps at once on this host
+    run_memory_mb: int = 6144  # memory one run may use before it is stopped
+    run_timeout_s: int = 1800  # wall time one run may take before it is stopped
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -32,4 +35,35 @@ class Settings:
             redis_url=os.environ.get(REDIS_URL_ENV) or None,
             cache_timeout_s=int(os.environ.get("HELIOS_CACHE_TIMEOUT_S", str(cls.cache_timeout_s))),
             default_dataset=os.environ.get("HELIOS_DEFAULT_DATASET", cls.default_dataset),
+            max_runs=_bounded_int("HELIOS_MAX_RUNS", cls.max_runs, 1, 64),
+            run_memory_mb=_bounded_int("HELIOS_RUN_MEMORY_MB", cls.run_memory_mb, 256, 1 << 20),
+            run_timeout_s=_bounded_int("HELIOS_RUN_TIMEOUT_S", cls.run_timeout_s, 10, 7 * 86_400),
         )
+
+
+def private_folder(path: Path) -> Path:
+    """Create path as a folder only this user may use (0700), or refuse one that others own or may write: the
+    caches below it are loaded as pickles, so nobody else may plant a file there."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise RuntimeError(
+            f"cache folder {path} belongs to uid {info.st_uid}: set HELIOS_CACHE_DIR to a folder of yours"
+        )
+    if info.st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def _bounded_int(name: str, default: int, low: int, high: int) -> int:
+    """The integer environment variable name (default when unset), refused with a clear error outside [low, high]."""
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected a whole number") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name}={value}: expected {low} to {high}")
+    return value

@@ -8,6 +8,7 @@ from typing import Any
 import dash_bootstrap_components as dbc
 from dash import MATCH, Dash, Input, Output, State, ctx, dcc, no_update
 
+from analytics.csv_safety import csv_text
 from analytics.filters import empty_state, page_params, parse_params, parse_query, to_query
 from analytics.store import DatasetError
 from components.charts import figures
@@ -139,7 +140,7 @@ def download_csv(n_clicks: int | None, spec: dict[str, Any]):
         _, df = charts.render(spec)
     except access.USER_ERRORS:
         return no_update
-    return dcc.send_string(df.write_csv(), f"helios-{spec['name']}.csv")
+    return dcc.send_string(csv_text(df), f"helios-{spec['name']}.csv")
 
 
 def register(app: Dash) -> None:

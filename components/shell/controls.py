@@ -19,6 +19,7 @@ NAV_LINKS = "nav-links"
 FILTER_TOGGLE = "filter-toggle"
 FILTER_COLLAPSE = "filter-collapse"
 FILTER_RESET = "filter-reset"
+DATA_AS_OF = "data-as-of"
 # Filter controls, in the order of the filter bar.
 DATASET = "f-dataset"
 CLUSTERS = "f-clusters"
@@ -131,12 +132,14 @@ def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
 
 
 def graph_config(name: str) -> dict[str, Any]:
-    """Plotly modebar settings: PNG download named after the figure, no plotly logo."""
+    """Plotly modebar settings: PNG download named after the figure; no plotly logo, no cloud or Chart Studio link."""
     return {
         "displaylogo": False,
         "responsive": True,
+        "showSendToCloud": False,
+        "showEditInChartStudio": False,
         "toImageButtonOptions": {"format": "png", "filename": f"helios-{name}", "scale": 2},
-        "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+        "modeBarButtonsToRemove": ["lasso2d", "select2d", "sendDataToCloud", "editInChartStudio"],
     }
 
 

@@ -31,9 +31,16 @@ def page_layout(
         state = page_state(params)
         problem = dataset_problem(state)
         header = controls.page_header(title, subtitle)
-        return html.Div([header, problem] if problem else [header, *body(state, params)])
+        return html.Div([header, problem] if problem else [header, data_as_of(state["dataset"]), *body(state, params)])
 
     return layout
+
+
+def data_as_of(dataset: str) -> html.P:
+    """A line naming the time of the dataset's newest record, so a stale refresh shows."""
+    newest = access.data_as_of(dataset)
+    text = f"{dataset}: data as of {newest} (its newest submit, start or end)" if newest else f"{dataset}: no jobs"
+    return html.P(text, id=controls.DATA_AS_OF, className="text-muted small mb-2")
 
 
 def dataset_problem(state: dict[str, Any]) -> html.Div | None:

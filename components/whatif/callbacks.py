@@ -13,20 +13,16 @@ from dash.exceptions import PreventUpdate
 from plotly.io.json import to_json_plotly
 
 from analytics import store
+from analytics.csv_safety import csv_text
 from components.datasets import access
 from components.server.background import background_manager, poll_interval_ms
+from components.server.runs import RunError, run_in_subprocess
 from components.server.settings import Settings
 from components.shell.controls import graph_config
 from components.whatif import figures as wf
 from components.whatif import form as ids
 from components.whatif import sweep as whatif_sweep
-from components.whatif.run import (
-    ScenarioProcessError,
-    get_or_run,
-    metrics_json,
-    results_cache,
-    run_in_subprocess,
-)
+from components.whatif.run import SCENARIO_ERRORS, get_or_run, metrics_json, results_cache
 from components.whatif.state import FALLBACK_PRESET, form_to_config, form_to_search, preset_defaults
 from sim.ces.policy import POLICY_PARAMS
 from sim.scenario import RECORDED, ScenarioResult, config_to_dict, open_request
@@ -259,8 +255,10 @@ def run_job(set_progress, request: dict | None, settings: Settings) -> tuple:
         set_progress((round(fraction * 100), message))
 
     try:
-        out = run_in_subprocess(render_scenario, (request["config"], settings), progress)
-    except ScenarioProcessError as exc:
+        out = run_in_subprocess(
+            render_scenario, (request["config"], settings), progress, settings=settings, expected=SCENARIO_ERRORS
+        )
+    except RunError as exc:
         return no_update, no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
     return out["children"], out["meta"], out["status"], None
 
@@ -343,14 +341,14 @@ def download(n_summary, n_records, n_json, n_ces, meta: dict | None, settings: S
         raise PreventUpdate
     stem = f"helios-whatif-{meta['key'][:8]}"
     if ctx.triggered_id == ids.DL_SUMMARY:
-        return dcc.send_string(result.summary.write_csv(), f"{stem}-comparison.csv")
+        return dcc.send_string(csv_text(result.summary), f"{stem}-comparison.csv")
     if ctx.triggered_id == ids.DL_RECORDS:
-        return dcc.send_string(result.records.write_csv(), f"{stem}-jobs.csv")
+        return dcc.send_string(csv_text(result.records), f"{stem}-jobs.csv")
     if ctx.triggered_id == ids.DL_JSON:
         return dcc.send_string(metrics_json(result), f"{stem}-metrics.json")
     if result.ces is None:
         raise PreventUpdate
-    return dcc.send_string(result.ces["timeline"].write_csv(), f"{stem}-ces-timeline.csv")
+    return dcc.send_string(csv_text(result.ces["timeline"]), f"{stem}-ces-timeline.csv")
 
 
 def download_importance(n_clicks, meta: dict | None, settings: Settings):
@@ -359,7 +357,7 @@ def download_importance(n_clicks, meta: dict | None, settings: Settings):
     if not n_clicks or result is None or result.importance is None:
         raise PreventUpdate
     frame = wf.importance_frame(result.importance)
-    return dcc.send_string(frame.write_csv(), f"helios-whatif-{meta['key'][:8]}-feature-importance.csv")
+    return dcc.send_string(csv_text(frame), f"helios-whatif-{meta['key'][:8]}-feature-importance.csv")
 
 
 def importance_button_style(meta: dict | None, settings: Settings) -> dict | None:

@@ -7,7 +7,7 @@ from typing import Any
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
-from components.shell.controls import date_range
+from components.shell.controls import date_range, graph_config
 from components.whatif.state import FALLBACK_PRESET, default_form, energy_defaults, overrides, preset_defaults
 from sim import placers, policies
 from sim.ces.energy import ENERGY_PARAMS, EnergyParams
@@ -15,6 +15,7 @@ from sim.ces.policy import POLICY_PARAMS, PRESETS, PolicyParams
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.scenario import RECORDED
+from sim.scenario.config import LIMITS
 
 URL = "whatif-url"
 AUTORUN = "whatif-autorun"
@@ -214,12 +215,18 @@ def policy_row(form: dict) -> dbc.Row:
             ),
             _labelled(
                 "Noise level",
-                _number(NOISE, form["noise_level"], 0.1, 0, 10),
+                _number(NOISE, form["noise_level"], 0.1, *LIMITS["noise_level"]),
                 {"xs": 4, "xl": 1},
                 "noisy oracle only: 0 = exact, 1 = the artifact's error model",
             ),
-            _labelled("Load factor", _number(LOAD, form["load_factor"], 0.1, 0.1, 10), {"xs": 4, "xl": 1}),
-            _labelled("VC capacity ×", _number(CAPACITY, form["capacity_scale"], 0.1, 0.1, 10), {"xs": 4, "xl": 1}),
+            _labelled(
+                "Load factor", _number(LOAD, form["load_factor"], 0.1, *LIMITS["load_factor"]), {"xs": 4, "xl": 1}
+            ),
+            _labelled(
+                "VC capacity ×",
+                _number(CAPACITY, form["capacity_scale"], 0.1, *LIMITS["capacity_scale"]),
+                {"xs": 4, "xl": 1},
+            ),
             _labelled(
                 "Predictor ladder",
                 dbc.Switch(id=LADDER, value=form["ladder"], label="QSSF × 4 predictors"),
@@ -232,6 +239,7 @@ def policy_row(form: dict) -> dbc.Row:
 
 def _param_inputs(kind: str, names: tuple[str, ...], values: dict, defaults: dict, cls: type) -> list:
     helps = {f: cls.__dataclass_fields__[f].metadata.get("help", "") for f in names}
+    highs = {f: cls.__dataclass_fields__[f].metadata.get("max") for f in names}
     return [
         dbc.Col(
             [
@@ -243,6 +251,7 @@ def _param_inputs(kind: str, names: tuple[str, ...], values: dict, defaults: dic
                     placeholder=str(defaults[name]),
                     size="sm",
                     min=0,
+                    max=highs[name],
                     step="any",
                 ),
             ],
@@ -371,7 +380,11 @@ def wait_panel() -> html.Div:
             ),
             dbc.Row(
                 [
-                    dbc.Col(dcc.Graph(id=WAIT_GRAPH, style={"height": "360px"}), xs=12, lg=7),
+                    dbc.Col(
+                        dcc.Graph(id=WAIT_GRAPH, config=graph_config("why-wait"), style={"height": "360px"}),
+                        xs=12,
+                        lg=7,
+                    ),
                     dbc.Col(html.Div(id=WAIT_TABLE), xs=12, lg=5),
                 ]
             ),
@@ -381,8 +394,11 @@ def wait_panel() -> html.Div:
     )
 
 
-def layout(form: dict, datasets: list[str], scope: dict, autorun: bool, problems: list[str]) -> html.Div:
-    """The whole what-if page for a form state (autorun: run it as soon as the page loads)."""
+def layout(
+    form: dict, datasets: list[str], scope: dict, autorun: bool, problems: list[str], as_of: Any = None
+) -> html.Div:
+    """The whole what-if page for a form state (autorun: run it as soon as the page loads; as_of: the dataset's
+    freshness line)."""
     alerts = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
     form_card = dbc.Card(
         dbc.CardBody([scope_row(form, datasets, scope), policy_row(form), ces_section(form, form["policies"])]),
@@ -401,6 +417,7 @@ def layout(form: dict, datasets: list[str], scope: dict, autorun: bool, problems
                 "what really happened. The form is saved in the URL: share the link to share the scenario.",
                 className="text-muted small mb-2",
             ),
+            as_of,
             *alerts,
             form_card,
             run_bar(),

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import pickle
 import time
-from collections.abc import Callable
 from pathlib import Path
-from queue import Empty
 
 from analytics import store
 from components.server.background import cache_dir
@@ -92,47 +89,4 @@ def metrics_json(result: ScenarioResult) -> str:
     return json.dumps(payload, indent=2, default=str)
 
 
-class ScenarioProcessError(RuntimeError):
-    """The scenario's subprocess failed: the message is the user-facing reason."""
-
-
-def _subprocess_entry(target: Callable, args: tuple, queue) -> None:
-    def report(fraction: float, message: str) -> None:
-        queue.put(("progress", fraction, message))
-
-    try:
-        value = target(*args, report)
-    except (ScenarioError, store.DatasetError, ValueError) as exc:
-        queue.put(("error", str(exc)))
-        return
-    except Exception as exc:
-        queue.put(("error", f"the scenario failed: {type(exc).__name__}: {exc}"))
-        raise
-    queue.put(("done", value))
-
-
-def run_in_subprocess(target: Callable, args: tuple, on_progress: ProgressCallback | None = None, poll_s: float = 0.2):
-    """Run target(*args, report) in a fresh spawned interpreter, forwarding its progress; return its value."""
-    # Dash starts background jobs by forking the web worker, and Polars' thread pool does not survive a fork
-    # (the forked child can hang on a lock), so the work itself runs in a spawned process.
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_subprocess_entry, args=(target, args, queue))  # may start Dask workers
-    proc.start()
-    try:
-        while True:
-            try:
-                kind, *payload = queue.get(timeout=poll_s)
-            except Empty:
-                if not proc.is_alive():
-                    raise ScenarioProcessError(f"the scenario process stopped (exit code {proc.exitcode})") from None
-                continue
-            if kind == "progress":
-                if on_progress is not None:
-                    on_progress(*payload)
-            elif kind == "done":
-                return payload[0]
-            else:
-                raise ScenarioProcessError(payload[0])
-    finally:
-        proc.join(timeout=10)
+SCENARIO_ERRORS = (ScenarioError, store.DatasetError, ValueError)  # what a run reports as a user-facing reason

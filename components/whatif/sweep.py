@@ -13,11 +13,12 @@ from plotly.io.json import to_json_plotly
 
 from components.charts.figures import empty_figure, style
 from components.server.background import poll_interval_ms
+from components.server.runs import RunError, run_in_subprocess
 from components.server.settings import Settings
 from components.shell.controls import graph_config
 from components.whatif import form as ids
 from components.whatif.figures import scheme_color
-from components.whatif.run import ScenarioProcessError, run_in_subprocess
+from components.whatif.run import SCENARIO_ERRORS
 from components.whatif.state import form_to_config
 from sim.scenario import RECORDED, ScenarioError, config_to_dict, open_request
 from sim.sweep import CES_METRICS, parse_grid, run_sweep, sweepable
@@ -177,8 +178,14 @@ def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, e
         set_progress((round(fraction * 100), message))
 
     try:
-        out = run_in_subprocess(sweep_job, (config_to_dict(config), grid, metric, settings), progress)
-    except ScenarioProcessError as exc:
+        out = run_in_subprocess(
+            sweep_job,
+            (config_to_dict(config), grid, metric, settings),
+            progress,
+            settings=settings,
+            expected=SCENARIO_ERRORS,
+        )
+    except RunError as exc:
         return no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
     return out["figure"], f"{out['rows']} rows", None
 

@@ -14,13 +14,13 @@ from sim.ces.series import STEP_HOURS, STEPS_PER_DAY
 class EnergyParams:
     """Per-node power, wake-up cost, electricity price and carbon intensity (defaults: 8-GPU server)."""
 
-    busy_kw: float = knob(3.0, "kW drawn by a node running jobs (8 GPUs under load plus host)")
-    idle_kw: float = knob(0.8, "kW drawn by a powered idle node (8 idle GPUs at ~50 W plus host)")
-    off_kw: float = knob(0.01, "kW drawn by a powered-off node (BMC, standby)")
-    wakeup_s: float = knob(300.0, "seconds from power-on until a node takes jobs")
-    wakeup_kwh: float = knob(0.0667, "kWh of one boot (idle power over the boot time)")
-    price_per_kwh: float = knob(0.10, "electricity price per kWh (currency units)")
-    co2_kg_per_kwh: float = knob(0.4, "kg of CO2 per kWh of grid electricity")
+    busy_kw: float = knob(3.0, "kW drawn by a node running jobs (8 GPUs under load plus host)", 100.0)
+    idle_kw: float = knob(0.8, "kW drawn by a powered idle node (8 idle GPUs at ~50 W plus host)", 100.0)
+    off_kw: float = knob(0.01, "kW drawn by a powered-off node (BMC, standby)", 100.0)
+    wakeup_s: float = knob(300.0, "seconds from power-on until a node takes jobs", 86_400.0)
+    wakeup_kwh: float = knob(0.0667, "kWh of one boot (idle power over the boot time)", 100.0)
+    price_per_kwh: float = knob(0.10, "electricity price per kWh (currency units)", 1_000.0)
+    co2_kg_per_kwh: float = knob(0.4, "kg of CO2 per kWh of grid electricity", 10.0)
 
 
 ENERGY_PARAMS: tuple[str, ...] = tuple(f.name for f in fields(EnergyParams))  # the adjustable knobs, in order

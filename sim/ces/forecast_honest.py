@@ -14,7 +14,7 @@ import numpy as np
 
 from sim.ces.forecast_artifact import NEEDS_HISTORY, split_rows
 from sim.ces.rolling import rolling_mean, rolling_std, shift
-from sim.ces.series import STEP, STEPS_PER_DAY, NodeSeries
+from sim.ces.series import STEP, STEPS_PER_DAY, WEEK_STEPS, NodeSeries
 
 HONEST_PARAMS = {
     "objective": "l1",  # robust to the bursty changes of busy-node counts
@@ -32,7 +32,6 @@ HONEST_PARAMS = {
 NUM_BOOST_ROUND = 1_000
 EARLY_STOPPING_ROUNDS = 50
 TRAIN_HORIZONS = 12
-WEEK_STEPS = 7 * STEPS_PER_DAY
 
 
 @dataclass(frozen=True)

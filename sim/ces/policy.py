@@ -6,25 +6,29 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from sim.ces.series import WEEK_STEPS
 
-def knob(default: float, text: str):
-    """A dataclass field with a default and the help text its CLI option shows."""
-    return field(default=default, metadata={"help": text})
+MAX_NODES = 1_000_000  # the largest node count or demand threshold a CES parameter may name
+
+
+def knob(default: float, text: str, maximum: float):
+    """A dataclass field with a default, the help text its CLI option shows and the largest value a run accepts."""
+    return field(default=default, metadata={"help": text, "max": maximum})
 
 
 @dataclass(frozen=True)
 class PolicyParams:
     """Parameters of the power rule (steps are 10-minute bins; thresholds in nodes)."""
 
-    history: int = knob(2, "steps of past demand whose mean must exceed the current demand")
-    future: int = knob(30, "steps of forecast whose mean must not exceed the current demand")
-    his_threshold: float = knob(0.1, "minimum fall of demand versus the recent past")
-    fut_threshold: float = knob(0.0, "minimum fall of the forecast versus current demand")
-    de_threshold: int = knob(1, "minimum number of nodes worth powering off at once")
-    buffer: int = knob(20, "idle nodes kept powered above current demand")
-    keep: int = knob(10, "steps without power-off after a wake-up")
-    stable: int = knob(0, "initial no-power-off horizon (the artifact's stable_pred)")
-    warmup: int = knob(6, "first steps powered at demand + buffer without decisions")
+    history: int = knob(2, "steps of past demand whose mean must exceed the current demand", WEEK_STEPS)
+    future: int = knob(30, "steps of forecast whose mean must not exceed the current demand", WEEK_STEPS)
+    his_threshold: float = knob(0.1, "minimum fall of demand versus the recent past", MAX_NODES)
+    fut_threshold: float = knob(0.0, "minimum fall of the forecast versus current demand", MAX_NODES)
+    de_threshold: int = knob(1, "minimum number of nodes worth powering off at once", MAX_NODES)
+    buffer: int = knob(20, "idle nodes kept powered above current demand", MAX_NODES)
+    keep: int = knob(10, "steps without power-off after a wake-up", WEEK_STEPS)
+    stable: int = knob(0, "initial no-power-off horizon (the artifact's stable_pred)", WEEK_STEPS)
+    warmup: int = knob(6, "first steps powered at demand + buffer without decisions", WEEK_STEPS)
 
 
 PRESETS: dict[str, PolicyParams] = {

@@ -11,6 +11,7 @@ import polars as pl
 
 STEP = timedelta(minutes=10)
 STEPS_PER_DAY = 144
+WEEK_STEPS = 7 * STEPS_PER_DAY
 STEP_HOURS = 1 / 6
 REQUIRED_COLUMNS = ("time", "active", "total")
 

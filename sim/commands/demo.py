@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from analytics import store
-from analytics.commands.common import fail, parsed_number
+from analytics.commands.common import derive, fail, parsed_number
 from analytics.progress import Progress
 from analytics.synth.build import BUILD_STAGES, MAX_SCALE, MIN_SCALE, SynthParams, build_dataset
 from sim.synthetic_queue.calibration import calibrated_schedule
@@ -21,6 +21,7 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         params = SynthParams(scale=args.scale, seed=args.seed)
         ds = build_dataset(params, name=args.name, progress=progress, scheduler=scheduler)
+        derive(ds, progress)
     except (store.DatasetError, OSError) as exc:
         return fail(str(exc))
     progress.done("built")

@@ -12,7 +12,7 @@ import polars as pl
 from analytics.commands.common import fail, print_json
 from analytics.store import DatasetError, open_dataset
 from sim.commands.scenario_options import add_scenario_arguments, base_config
-from sim.scenario import ScenarioError, check_applicable, scenario_inputs
+from sim.scenario import ScenarioError, check_applicable, config_inputs
 from sim.sweep import SCHEDULER_ENV, parse_grid, run_sweep, sweepable
 
 
@@ -59,7 +59,7 @@ def run_command(args: argparse.Namespace) -> int:
         base = base_config(args)
         dataset = open_dataset(args.dataset)
         check_applicable(base, dataset)
-        jobs, vc_gpus = scenario_inputs(dataset, args.cluster)
+        jobs, vc_gpus = config_inputs(dataset, base)
         frame = run_sweep(base, grid, jobs, vc_gpus, progress=_stderr_progress)
     except (ScenarioError, DatasetError, ValueError, OSError) as exc:
         return fail(str(exc))

@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,8 @@ from analytics.capabilities import capabilities
 from analytics.schema import GPUS_PER_NODE
 from analytics.store import Dataset, open_dataset
 from sim import placers, policies
-from sim.ces.energy import ENERGY_PARAMS
-from sim.ces.policy import POLICY_PARAMS, PRESETS
+from sim.ces.energy import ENERGY_PARAMS, EnergyParams
+from sim.ces.policy import POLICY_PARAMS, PRESETS, PolicyParams
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 
@@ -69,6 +69,19 @@ class ScenarioConfig:
     ces: CesOptions = field(default_factory=CesOptions)
 
 
+# The bounds every scenario is held to where its run is built (the what-if form shows the same ones): a replayed or
+# hand-made request cannot go past them.
+LIMITS: dict[str, tuple[float, float]] = {
+    "load_factor": (0.1, 10.0),
+    "capacity_scale": (0.1, 10.0),
+    "noise_level": (0.0, 10.0),
+    "gpus_per_node": (1, 64),
+    "seed": (0, 2**31 - 1),
+}
+MAX_WINDOW_DAYS = 400  # the longest window a scenario replays
+MAX_VCS = 500  # the most VCs a scenario may name
+
+
 def _check_day(value: str | None, name: str) -> None:
     if value is None:
         return
@@ -78,9 +91,26 @@ def _check_day(value: str | None, name: str) -> None:
         raise ScenarioError(f"{name} {value!r} is not a date (YYYY-MM-DD)") from exc
 
 
-def _check_positive(value: float, name: str) -> None:
-    if not np.isfinite(value) or value <= 0:
-        raise ScenarioError(f"{name} must be a positive number, got {value}")
+def _check_limits(config: ScenarioConfig) -> None:
+    for name, (low, high) in LIMITS.items():
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+            raise ScenarioError(f"{name.replace('_', ' ')} must be a number, got {value!r}")
+        if not low <= value <= high:
+            raise ScenarioError(f"{name.replace('_', ' ')} must be between {low:g} and {high:g}, got {value:g}")
+
+
+def _check_window(config: ScenarioConfig) -> None:
+    _check_day(config.start, "start")
+    _check_day(config.end, "end")
+    if config.start and config.end:
+        days = (date.fromisoformat(config.end) - date.fromisoformat(config.start)).days + 1
+        if days < 1:
+            raise ScenarioError(f"end {config.end} is before start {config.start}")
+        if days > MAX_WINDOW_DAYS:
+            raise ScenarioError(f"the window spans {days} days; at most {MAX_WINDOW_DAYS} days run at once")
+    if len(config.vcs) > MAX_VCS:
+        raise ScenarioError(f"{len(config.vcs)} VCs named; at most {MAX_VCS}")
 
 
 def _check_ces(ces: CesOptions, policies_run: tuple[str, ...]) -> None:
@@ -93,13 +123,18 @@ def _check_ces(ces: CesOptions, policies_run: tuple[str, ...]) -> None:
     for name, value in ces.policy:
         if name not in POLICY_PARAMS:
             raise ScenarioError(f"unknown CES policy parameter {name!r}")
-        if value < 0 or (name in ("history", "future", "warmup") and value < 1):
-            raise ScenarioError(f"CES parameter {name} out of range: {value}")
+        low = 1 if name in ("history", "future", "warmup") else 0
+        _check_knob(PolicyParams, name, value, low)
     for name, value in ces.energy:
         if name not in ENERGY_PARAMS:
             raise ScenarioError(f"unknown CES energy parameter {name!r}")
-        if value < 0:
-            raise ScenarioError(f"CES energy parameter {name} must not be negative, got {value}")
+        _check_knob(EnergyParams, name, value, 0)
+
+
+def _check_knob(cls: type, name: str, value: float, low: float) -> None:
+    high = next(f.metadata["max"] for f in dataclasses.fields(cls) if f.name == name)
+    if not np.isfinite(value) or not low <= value <= high:
+        raise ScenarioError(f"CES parameter {name} must be between {low:g} and {high:g}, got {value:g}")
 
 
 def validate(config: ScenarioConfig) -> ScenarioConfig:
@@ -116,16 +151,8 @@ def validate(config: ScenarioConfig) -> ScenarioConfig:
         raise ScenarioError(f"unknown placer {config.placer!r}; expected one of {', '.join(placers.PLACERS)}")
     if config.estimator not in ESTIMATORS:
         raise ScenarioError(f"unknown predictor {config.estimator!r}; expected one of {', '.join(ESTIMATORS)}")
-    _check_day(config.start, "start")
-    _check_day(config.end, "end")
-    if config.start and config.end and config.end < config.start:
-        raise ScenarioError(f"end {config.end} is before start {config.start}")
-    _check_positive(config.load_factor, "load factor")
-    _check_positive(config.capacity_scale, "VC capacity scale")
-    if not 0 <= config.noise_level <= 10:
-        raise ScenarioError(f"noise level must be between 0 and 10, got {config.noise_level}")
-    if config.gpus_per_node < 1:
-        raise ScenarioError(f"GPUs per node must be at least 1, got {config.gpus_per_node}")
+    _check_window(config)
+    _check_limits(config)
     if config.ces.enabled:
         _check_ces(config.ces, config.policies)
     return config
@@ -181,14 +208,24 @@ class ScenarioRequest:
     key: str
 
     def inputs(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """The scenario cluster's jobs and the VC capacities, read from the opened dataset."""
-        return scenario_inputs(self.dataset, self.config.cluster)
+        """What the scenario reads from its opened dataset (config_inputs)."""
+        return config_inputs(self.dataset, self.config)
 
 
-def scenario_inputs(dataset: Dataset, cluster: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A cluster's jobs and the VC capacities of a dataset: what a scenario (or a sweep of them) runs on."""
-    jobs = dataset.jobs().filter(pl.col("cluster") == cluster).collect()
-    return jobs, dataset.vc_gpus()
+def config_inputs(dataset: Dataset, config: ScenarioConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The jobs and capacities a scenario of config (or a sweep around it) reads: its cluster's jobs submitted up to
+    its window's last day (the window, the history before it and CES read no later job) and the VC capacities."""
+    until = date.fromisoformat(config.end) + timedelta(days=1) if config.end else None
+    return scenario_inputs(dataset, config.cluster, until)
+
+
+def scenario_inputs(dataset: Dataset, cluster: str, until: date | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A cluster's jobs (those submitted before day `until` when given) and the VC capacities of a dataset: what a
+    scenario (or a sweep of them) runs on."""
+    jobs = dataset.jobs().filter(pl.col("cluster") == cluster)
+    if until is not None:
+        jobs = jobs.filter(pl.col("submit_time") < datetime.combine(until, datetime.min.time()))
+    return jobs.collect(), dataset.vc_gpus()
 
 
 CES_MIN_HISTORY_DAYS = 7  # the CES forecaster learns from at least a week (its features reach one week back)
@@ -229,4 +266,14 @@ def open_request(config: ScenarioConfig | dict[str, Any], data_dir: Path | None 
         raise ScenarioError("choose a dataset")
     dataset = open_dataset(checked.dataset, data_dir)
     check_applicable(checked, dataset)
+    checked = with_dataset_node_size(checked, dataset)
     return ScenarioRequest(checked, dataset, scenario_key(dataset.version, checked))
+
+
+def with_dataset_node_size(config: ScenarioConfig, dataset: Dataset) -> ScenarioConfig:
+    """config with the dataset's GPUs per node (recorded from its node list, e.g. a Slurm cluster's 4-GPU nodes)
+    when the config keeps the default."""
+    recorded = dataset.meta.get("gpus_per_node")
+    if config.gpus_per_node != GPUS_PER_NODE or not isinstance(recorded, int) or recorded < 1:
+        return config
+    return dataclasses.replace(config, gpus_per_node=recorded)

@@ -210,8 +210,13 @@ def _prepare(config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, 
     nodes = workload.vc_nodes_mean(
         vc_gpus, config.cluster, window.start.date(), window.end.date(), config.gpus_per_node
     )
-    nodes = workload.scale_nodes(nodes, config.capacity_scale)
     window = workload.pool_whole_cluster(window, nodes)
+    if not any(nodes.get(vc) for vc in window.vcs):
+        raise workload.WorkloadError(
+            f"no GPU capacity for the VCs of cluster {config.cluster!r}: the simulator needs each VC's nodes "
+            "(ingest the dataset with --capacity)"
+        )
+    nodes = workload.scale_nodes(nodes, config.capacity_scale)
     reporter.report(step * 0.5, f"predicting durations ({config.estimator})")
     predicted, importance = predictions_and_importance(config.estimator, window, config.seed, config.noise_level)
     return window, workload.to_workload(window, nodes, predicted, config.load_factor), importance
@@ -323,7 +328,12 @@ def _ladder(
     return pl.DataFrame(rows), importance
 
 
-def run_request(request: ScenarioRequest, progress: ProgressCallback | None = None) -> ScenarioResult:
-    """Run a scenario request on its opened dataset."""
-    jobs, vc_gpus = request.inputs()
-    return run_scenario(request.config, jobs, vc_gpus, progress)
+def run_request(
+    request: ScenarioRequest, progress: ProgressCallback | None = None, heartbeat_s: float = HEARTBEAT_S
+) -> ScenarioResult:
+    """Run a scenario request on its opened dataset (progress reported from the reading of its jobs on)."""
+    validate(request.config)
+    with _Reporter(progress, heartbeat_s) as reporter:
+        reporter.report(0.0, "reading the jobs")
+        jobs, vc_gpus = request.inputs()
+        return _run(request.config, jobs, vc_gpus, reporter, keep_records=True)

@@ -239,6 +239,7 @@ class Case:
 
 
 BIG_ZEROS = b"0" * 20_000_000
+BIG_DIGITS = b"".join(str(n * 7919 % 1_000_003).encode() + b"\n" for n in range(300_000))  # ~2 MB, compresses ~2x
 CASES: dict[str, Case] = {
     # structure
     "empty file": Case(helios_folder(b""), Fatal(rf"{LOG}: cannot read CSV file \(empty CSV")),
@@ -392,7 +393,15 @@ CASES: dict[str, Case] = {
     ),
     "zip bomb (declared size)": Case(
         helios_zip([(LOG, log_text() + BIG_ZEROS), (CAP, CAPACITY.encode())]),
-        Fatal(rf"data.zip:{LOG}: declared size 200\d{{5}} bytes exceeds the limit of 1000000 bytes"),
+        Fatal(rf"data.zip: member '{LOG}' expands \d+x \(at most 200x\): refused"),
+    ),
+    "zip with too many members": Case(
+        helios_zip([*good_members(), *((f"pad/{i}.txt", b"") for i in range(10_001))]),
+        Fatal(r"data.zip: 10003 members \(at most 10000\)"),
+    ),
+    "zip member over the size limit": Case(
+        helios_zip([(LOG, log_text() + BIG_DIGITS), (CAP, CAPACITY.encode())]),
+        Fatal(rf"data.zip:{LOG}: declared size \d+ bytes exceeds the limit of 1000000 bytes"),
         max_member_bytes=1_000_000,
     ),
     "zip bomb (understated size)": Case(
@@ -538,7 +547,7 @@ def test_zip_bomb_stops_reading_at_the_limit(workspace, tmp_path):
     assert archive.stat().st_size < 100_000  # a small file that claims 20 MB
     with zipfile.ZipFile(archive) as zf:
         assert zf.getinfo(LOG).file_size > 20_000_000
-    with pytest.raises(IngestError, match="exceeds the limit"):
+    with pytest.raises(IngestError, match=r"expands \d+x \(at most 200x\)"):
         bounded(lambda: ingest(archive, "helios", "target", IngestOptions(max_member_bytes=1_000_000)))
     assert_untouched(workspace)
 

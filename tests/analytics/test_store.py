@@ -96,3 +96,24 @@ def test_stale_staging_left_by_a_killed_writer_is_swept(data_root):
     assert sorted(p.name for p in removed) == sorted([old_tmp.name, orphan.name])
     assert fresh_tmp.exists(), "a staging folder still being written is kept"
     assert store.open_dataset("t1").jobs().collect().height == 3, "the live copy is never swept"
+
+
+def test_delete_never_follows_a_link_out_of_the_data_folder(tmp_path):
+    outside = tmp_path / "precious"
+    outside.mkdir()
+    (outside / "meta.json").write_text("{}")
+    (outside / "keep.txt").write_text("mine")
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "evil").symlink_to(outside)
+    store.delete_dataset("evil", root)
+    assert not (root / "evil").exists() and (outside / "keep.txt").read_text() == "mine"
+
+
+def test_delete_only_touches_folders_that_are_datasets(tmp_path):
+    root = tmp_path / "data"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "todo.txt").write_text("x")
+    with pytest.raises(store.DatasetError, match="no meta.json"):
+        store.delete_dataset("notes", root)
+    assert (root / "notes" / "todo.txt").exists()

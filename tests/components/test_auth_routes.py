@@ -6,6 +6,7 @@ import base64
 import functools
 import hmac
 import json
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ import pytest
 from dash import Dash, Input, Output, dcc, html
 
 from components.server import auth
+from components.server import cache as query_cache
 from components.server import users as auth_users
 from components.server.auth import AuthSettings, VerifiedCache, has_role, install_auth, parse_networks
 from components.server.health import install_health
@@ -126,6 +128,13 @@ def build_app(tmp_path: Path, settings: AuthSettings) -> Dash:
     return app
 
 
+def login_post(client, form: dict):
+    """Post the login form as a browser does: first GET it, for the session cookie and its CSRF token."""
+    page = client.get("/login").get_data(as_text=True)
+    token = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
+    return client.post("/login", data={**form, "csrf": token})
+
+
 def leaks(resp) -> bool:
     """True when a response body carries the app's data marker or the Dash page shell."""
     body = resp.get_data(as_text=True)
@@ -146,7 +155,8 @@ def app(users_file, tmp_path_factory) -> Dash:
 
 @pytest.fixture
 def client(app):
-    """A fresh client (no cookies)."""
+    """A fresh client (no cookies), with no failed logins counted yet."""
+    query_cache._local.clear()  # the failure counts of the earlier tests (this app has no shared cache)
     return app.server.test_client()
 
 
@@ -256,7 +266,7 @@ WRONG_LOGINS = [("alice", "wrong-password"), ("nobody", "alice-admin-pw"), ("", 
 
 @pytest.mark.parametrize("name,password", WRONG_LOGINS)
 def test_login_with_wrong_credentials_gets_401_and_no_session(client, name, password):
-    resp = client.post("/login", data={"username": name, "password": password, "next": "/"})
+    resp = login_post(client, {"username": name, "password": password, "next": "/"})
     assert resp.status_code == 401
     assert "Wrong user name or password" in resp.get_data(as_text=True)
     assert call(client, "dash callback", JSON).status_code == 401
@@ -264,7 +274,7 @@ def test_login_with_wrong_credentials_gets_401_and_no_session(client, name, pass
 
 def test_session_login_and_logout(client):
     form = {"username": "victor", "password": PASSWORDS["victor"], "next": "/jobs?a=1"}
-    resp = client.post("/login", data=form)
+    resp = login_post(client, form)
     assert resp.status_code == 303 and resp.headers["Location"] == "/jobs?a=1"
     cookie = resp.headers["Set-Cookie"]
     assert "helios_session=" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
@@ -280,7 +290,7 @@ OFF_SITE = ["//evil.example/x", "https://evil.example/", "/\\evil.example", "jav
 
 @pytest.mark.parametrize("target", OFF_SITE)
 def test_login_never_redirects_off_site(client, target):
-    resp = client.post("/login", data={"username": "victor", "password": PASSWORDS["victor"], "next": target})
+    resp = login_post(client, {"username": "victor", "password": PASSWORDS["victor"], "next": target})
     assert resp.status_code == 303 and resp.headers["Location"] == "/"
 
 
@@ -296,7 +306,7 @@ def test_forged_session_cookie_is_rejected(app, client):
 def test_workers_sharing_the_secret_share_sessions(app, users_file, tmp_path):
     second_worker = build_app(tmp_path, settings_for(users_file)).server.test_client()
     first = app.server.test_client()
-    first.post("/login", data={"username": "alice", "password": PASSWORDS["alice"]})
+    login_post(first, {"username": "alice", "password": PASSWORDS["alice"]})
     second_worker.set_cookie("helios_session", first.get_cookie("helios_session").value)
     assert call(second_worker, "dash callback", JSON).status_code == 200
 
@@ -304,11 +314,11 @@ def test_workers_sharing_the_secret_share_sessions(app, users_file, tmp_path):
 def test_session_ends_when_user_removed_or_password_changed(tmp_path):
     users_file = write_users_file(tmp_path / "users.json")
     client = build_app(tmp_path, settings_for(users_file)).server.test_client()
-    client.post("/login", data={"username": "victor", "password": PASSWORDS["victor"]})
+    login_post(client, {"username": "victor", "password": PASSWORDS["victor"]})
     assert call(client, "dash callback", JSON).status_code == 200
     save_users(users_file, {"victor": UserRecord("victor", "viewer", hash_password("a-new-password"))})
     assert call(client, "dash callback", JSON).status_code == 401
-    client.post("/login", data={"username": "victor", "password": "a-new-password"})
+    login_post(client, {"username": "victor", "password": "a-new-password"})
     assert call(client, "dash callback", JSON).status_code == 200
     save_users(users_file, {})
     assert call(client, "dash callback", JSON).status_code == 401
@@ -390,13 +400,13 @@ def test_unknown_user_runs_the_same_scrypt_check(monkeypatch):
 
 def test_unknown_user_takes_as_long_as_a_wrong_password(users_file):
     state = auth.AuthState(settings_for(users_file), auth.UserDirectory(users_file), VerifiedCache())
-    auth.check_login(state, "nobody", "x")  # build the dummy hash outside the timing
+    auth.password_user(state, "nobody", "x")  # build the dummy hash outside the timing
 
     def median_s(name: str) -> float:
         times = []
         for _ in range(3):
             t0 = time.perf_counter()
-            assert auth.check_login(state, name, "definitely-wrong") is None
+            assert auth.password_user(state, name, "definitely-wrong") is None
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
@@ -419,7 +429,7 @@ def test_repeated_basic_requests_do_not_rerun_scrypt(client, monkeypatch):
 
 
 def test_auth_off_lets_everyone_in_as_the_anonymous_role(tmp_path):
-    client = build_app(tmp_path, AuthSettings()).server.test_client()
+    client = build_app(tmp_path, AuthSettings(anonymous_role="admin")).server.test_client()
     for route in ROUTES:
         assert call(client, route, JSON).status_code == 200, route
     assert client.post("/admin/delete").status_code == 200
@@ -428,7 +438,8 @@ def test_auth_off_lets_everyone_in_as_the_anonymous_role(tmp_path):
 
 
 def test_auth_off_with_viewer_anonymous_role_blocks_admin_actions(tmp_path):
-    client = build_app(tmp_path, AuthSettings(anonymous_role="viewer")).server.test_client()
+    assert AuthSettings().anonymous_role == "viewer"  # the default: nobody is admin without being made one
+    client = build_app(tmp_path, AuthSettings()).server.test_client()
     assert client.post("/admin/delete").status_code == 403
     assert client.post("/_dash-update-component", json=admin_payload()).status_code == 403
 
@@ -504,3 +515,29 @@ def test_users_file_never_holds_plain_passwords(users_file):
     assert all(p not in text for p in PASSWORDS.values())
     assert json.loads(text)["users"]["alice"]["password_hash"].startswith("scrypt:")
     assert users_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_login_post_without_the_forms_csrf_token_is_refused(client):
+    resp = client.post("/login", data={"username": "alice", "password": PASSWORDS["alice"]})
+    assert resp.status_code == 400 and "expired" in resp.get_data(as_text=True)
+    assert client.get("/", headers=JSON).status_code == 401
+
+
+def test_repeated_failures_earn_a_back_off_without_hashing(client, app):
+    for _ in range(5):
+        assert login_post(client, {"username": "alice", "password": "wrong"}).status_code == 401
+    throttled = login_post(client, {"username": "alice", "password": PASSWORDS["alice"]})
+    assert throttled.status_code == 429 and int(throttled.headers["Retry-After"]) >= 1
+    other = app.server.test_client()
+    other.environ_base["REMOTE_ADDR"] = "10.9.9.9"
+    assert login_post(other, {"username": "alice", "password": "x"}).status_code == 429  # the account backs off too
+
+
+def test_logout_ends_the_session_on_the_server(client):
+    login_post(client, {"username": "alice", "password": PASSWORDS["alice"]})
+    cookie = client.get_cookie("helios_session").value
+    assert client.get("/", headers=JSON).status_code == 200
+    client.post("/logout")
+    replay = client.application.test_client()
+    replay.set_cookie("helios_session", cookie)
+    assert replay.get("/", headers=JSON).status_code == 401  # the old cookie no longer works

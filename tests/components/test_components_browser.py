@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 
 import pytest
 
-from analytics.ingest.bundled import BUNDLED, build
+from analytics.ingest.bundled import BUNDLED, PHILLY_JOBS, build
 
 pytestmark = pytest.mark.browser
 
@@ -21,6 +22,7 @@ def server_url(tmp_path_factory, chromium_path, write_small, gunicorn_app) -> st
     for name in BUNDLED:
         build(name, data)
     env = {**os.environ, "HELIOS_DATA_DIR": str(data), "HELIOS_CACHE_DIR": str(root / "cache")}
+    env["HELIOS_ANONYMOUS_ROLE"] = "admin"  # as `make run` on loopback: the Data page offers uploads
     with gunicorn_app(root / "server.log", env) as url:
         yield url
 
@@ -160,3 +162,18 @@ def test_pages_fit_a_phone_screen(browser, server_url, path):
         tab.wait_for_selector("#f-dataset", state="visible")
     finally:
         context.close()
+
+
+def test_an_upload_through_the_data_page_is_ingested_and_reported(page, server_url, tmp_path):
+    rows = gzip.decompress(PHILLY_JOBS.read_bytes()).decode().splitlines(keepends=True)[:301]
+    trace = tmp_path / "philly-head.csv"
+    trace.write_text("".join(rows))
+    open_page(page, server_url + "/data")
+    page.locator("#data-upload-name input, input#data-upload-name").first.fill("uploaded-philly")
+    page.locator("#data-upload-format").click()
+    page.get_by_role("listbox").get_by_role("option", name="philly", exact=True).click()
+    page.locator("#data-upload input[type=file]").set_input_files(str(trace))
+    page.wait_for_selector("text=dataset uploaded-philly is ready", timeout=120_000)
+    assert page.locator("text=Data quality").count() >= 1
+    assert page.locator("text=rows: 300 read, 300 kept").count() == 1
+    assert page.errors == []

@@ -52,7 +52,7 @@ def _wait_up(url: str, timeout_s: float) -> None:
         try:
             if _http(url, timeout_s=5)[0] == 200:
                 return
-        except (urllib.error.URLError, ConnectionError):
+        except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet, or still importing the app
             pass
         time.sleep(0.3)
     raise AssertionError(f"{url} did not answer within {timeout_s:g} s")

@@ -94,7 +94,7 @@ def test_gunicorn_settings_come_from_the_environment(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     defaults = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
     assert (defaults["bind"], defaults["workers"], defaults["threads"], defaults["timeout"]) == (
-        "0.0.0.0:8050",
+        "127.0.0.1:8050",
         2,
         4,
         120,

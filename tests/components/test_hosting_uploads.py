@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import zipfile
 
 import pytest
@@ -74,11 +75,22 @@ def test_dataset_names_with_path_tricks_are_refused(tmp_path, name):
 def test_unknown_formats_suffixes_and_tokens_are_refused(tmp_path):
     with pytest.raises(uploads.UploadError, match="unknown format"):
         uploads.stage_upload(b"x", "t.zip", "parquet", "ok", tmp_path)
-    with pytest.raises(uploads.UploadError, match="upload a .zip or .csv file"):
+    with pytest.raises(uploads.UploadError, match="upload a .zip or .csv or .txt file"):
         uploads.stage_upload(b"x", "t.exe", "helios", "ok", tmp_path)
     forged = {"token": "../../etc/passwd", "suffix": ".zip", "format": "helios", "name": "ok"}
     with pytest.raises(uploads.UploadError, match="unknown or expired upload"):
         uploads.staged_path(forged, tmp_path)
+
+
+def test_a_slurm_export_uploads_but_a_csv_needing_a_mapping_is_not_offered(settings):
+    from tests.analytics.test_ingest_slurm import SYNC
+
+    request = uploads.stage_upload(SYNC.read_bytes(), "sacct.txt", "slurm", "ours", settings.cache_dir)
+    ds = uploads.ingest_staged(request, settings.cache_dir, settings.data_dir, lambda f, m: None)
+    assert ds.jobs().collect().height == 37 and ds.jobs_path.is_dir()
+    assert "csv" not in uploads.UPLOAD_FORMATS and "slurm" in uploads.UPLOAD_FORMATS
+    with pytest.raises(uploads.UploadError, match="unknown format 'csv'"):
+        uploads.stage_upload(b"x", "jobs.csv", "csv", "ok", settings.cache_dir)
 
 
 def test_a_good_upload_is_ingested_with_progress_and_a_quality_report(settings):
@@ -232,5 +244,26 @@ def test_the_upload_tools_are_shown_to_admins_only(team_client):
         }
         return json.dumps(_post(team_client, user, payload))
 
-    assert data_admin.UPLOAD in data_page("ada") and data_admin.CONFIRM in data_page("ada")
-    assert data_admin.UPLOAD not in data_page("vic")
+    assert "Drop a trace here" in data_page("ada") and data_admin.CONFIRM in data_page("ada")
+    viewer = data_page("vic")
+    assert "Drop a trace here" not in viewer and "Delete dataset" not in viewer  # only inert, hidden ids
+
+
+def test_stale_staged_uploads_are_swept(tmp_path):
+    folder = uploads.uploads_dir(tmp_path)
+    old, new = folder / ("a" * 32 + ".csv"), folder / ("b" * 32 + ".csv")
+    old.write_text("x")
+    new.write_text("y")
+    os.utime(old, (1, 1))
+    assert uploads.sweep_stale(tmp_path) == 1
+    assert not old.exists() and new.exists()
+
+
+def test_an_uploads_quality_report_never_shows_the_staging_path(settings):
+    rows = "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-03 10:00:00,60,1,60,vc1\n,,,,\n"
+    request = uploads.stage_upload(rows.encode(), "mine.csv", "philly", "named", settings.cache_dir)
+    staged = uploads.staged_path(request, settings.cache_dir)
+    dataset = uploads.ingest_staged(request, settings.cache_dir, settings.data_dir, lambda *_: None)
+    text = json.dumps(dataset.meta)
+    assert str(staged) not in text and str(settings.cache_dir) not in text
+    assert dataset.meta["quality"]["issues"]["blank_row"]["examples"][0]["file"] == "upload mine.csv"

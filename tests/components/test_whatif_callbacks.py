@@ -126,7 +126,7 @@ def test_run_click_hands_an_uncached_scenario_to_the_background(settings):
 
 def test_a_bad_form_shows_a_one_line_error(settings):
     out = _click_run(_form(load_factor=-1), settings)
-    assert "load factor must be a positive number" in out[1].children
+    assert "load factor must be between 0.1 and 10" in out[1].children
     assert out[2] is cb.no_update
 
 

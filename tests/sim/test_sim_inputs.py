@@ -145,3 +145,13 @@ def test_quality_metrics():
     assert q["mae_s"] == pytest.approx(10.0)
     assert q["median_ape_pct"] == pytest.approx(50.0)
     assert q["spearman"] == pytest.approx(0.5)
+
+
+def test_select_window_leaves_out_jobs_still_pending_or_running():
+    jobs = jobs_frame()
+    states = ["RUNNING", "PENDING", "SUSPENDED", "REQUEUED", None, "COMPLETED", "TIMEOUT"]
+    jobs = jobs.with_columns(pl.Series("state", [states[i % len(states)] for i in range(jobs.height)]))
+    win = workload.select_window(jobs, "Earth", start=T0 + timedelta(days=1), end=T0 + timedelta(days=2))
+    for frame in (win.jobs, win.history):
+        kept = set(frame.get_column("state").to_list())
+        assert kept <= {None, "COMPLETED", "TIMEOUT"} and frame.height > 0

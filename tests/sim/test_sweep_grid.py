@@ -13,7 +13,7 @@ import pytest
 from analytics import schema, store
 from sim.commands import sweep as sweep_command
 from sim.scenario import CesOptions, ScenarioConfig, ScenarioError, run_scenario
-from sim.sweep import SCHEDULER_ENV, apply_point, grid_points, parse_grid, run_sweep
+from sim.sweep import MAX_GRID_POINTS, SCHEDULER_ENV, apply_point, grid_points, parse_grid, run_sweep
 
 VCS = {"vcA": 3, "vcB": 2}
 
@@ -198,3 +198,11 @@ def test_ces_only_sweep_needs_ces_or_a_policy(trace, local_client):
     base = ScenarioConfig(cluster="Earth", policies=(), ces=CesOptions(enabled=False))
     with pytest.raises(ScenarioError, match="choose at least one policy"):
         run_sweep(base, {"load_factor": [1.0]}, *trace, client=local_client)
+
+
+def test_a_grid_above_the_cap_is_refused_before_anything_runs():
+    grid = parse_grid([f"load_factor={','.join(str(1 + i / 100) for i in range(MAX_GRID_POINTS + 1))}"])
+    with pytest.raises(ScenarioError, match=f"the grid has {MAX_GRID_POINTS + 1} points; a sweep runs at most"):
+        grid_points(grid)
+    with pytest.raises(ScenarioError, match="load factor must be between 0.1 and 10"):
+        apply_point(ScenarioConfig(dataset="d", cluster="c"), {"load_factor": 1e9})

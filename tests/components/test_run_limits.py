@@ -1,0 +1,70 @@
+"""What-if runs are bounded on the server: a slot per run on the host, a memory and a time limit per run."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from components.server.runs import RunError, run_in_subprocess, run_slot
+from components.server.settings import Settings
+
+
+def _allocate(n_bytes: int, report) -> int:
+    report(0.5, "allocating")
+    return int(np.ones(n_bytes // 8).sum())
+
+
+def _sleep(seconds: float, report) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(cache_dir=tmp_path / "cache", max_runs=1, run_memory_mb=512, run_timeout_s=10)
+
+
+def test_a_run_within_its_limits_returns_its_value(settings):
+    assert run_in_subprocess(_allocate, (64 * 1024**2,), settings=settings) == 8 * 1024**2
+
+
+def test_a_run_over_its_memory_limit_is_stopped_with_a_clear_message(settings):
+    with pytest.raises(RunError, match="more than 512 MB"):
+        run_in_subprocess(_allocate, (2 * 1024**3,), settings=settings)
+
+
+def test_a_run_over_its_time_limit_is_stopped(settings):
+    quick = dataclasses.replace(settings, run_timeout_s=2)
+    with pytest.raises(RunError, match="longer than 2 s"):
+        run_in_subprocess(_sleep, (60,), settings=quick)
+
+
+def test_a_host_runs_at_most_max_runs_at_once(settings):
+    with run_slot(settings), pytest.raises(RunError, match="already running 1 long jobs"):
+        run_in_subprocess(_sleep, (0,), settings=settings)
+    assert run_in_subprocess(_sleep, (0,), settings=settings) == 0
+
+
+def _wait_in_child(cache_dir: str) -> None:
+    run_in_subprocess(_sleep, (120,), settings=Settings(cache_dir=Path(cache_dir)))
+
+
+def test_a_run_stops_when_the_job_waiting_for_it_is_killed(tmp_path):
+    import multiprocessing
+
+    import psutil
+
+    job = multiprocessing.get_context("spawn").Process(target=_wait_in_child, args=(str(tmp_path),))
+    job.start()
+    deadline = time.monotonic() + 60
+    while not psutil.Process(job.pid).children() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    runs = psutil.Process(job.pid).children()
+    assert runs, "the run never started"
+    job.kill()
+    gone, alive = psutil.wait_procs(runs, timeout=10)
+    assert not alive, alive
