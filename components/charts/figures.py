@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import date
 
+import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
@@ -74,6 +75,12 @@ def _scatter(n_points: int):
     return go.Scattergl if n_points >= SCATTERGL_MIN_POINTS else go.Scatter
 
 
+def epoch_ms(times: pl.Series) -> np.ndarray:
+    """Times as milliseconds since the epoch, what a date axis reads from a typed array (a third of the bytes of
+    ISO strings, and no string parsing in the browser)."""
+    return times.dt.epoch("ms").cast(pl.Float64).to_numpy()
+
+
 def _time_lines(fig: go.Figure, df: pl.DataFrame, lines: tuple[tuple[str, str | None, str, float], ...], hover: str):
     """Add a line per cluster and (column, dash, name suffix, scale) of lines over time, coloured by cluster."""
     trace = _scatter(df.height)
@@ -82,7 +89,7 @@ def _time_lines(fig: go.Figure, df: pl.DataFrame, lines: tuple[tuple[str, str | 
             line = {"color": _color(i), "width": 1.5} | ({"dash": dash} if dash else {})
             fig.add_trace(
                 trace(
-                    x=part["time"],
+                    x=epoch_ms(part["time"]),
                     y=part[col] * scale if scale != 1 else part[col],
                     name=f"{name[0]} {label}" if label else str(name[0]),
                     mode="lines",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -300,3 +302,18 @@ def render(spec: Spec) -> tuple[go.Figure, pl.DataFrame]:
     if spec.get("overlay"):
         return chart.build(df, overlay=True), df
     return chart.build(df), df
+
+
+def render_cached(spec: Spec) -> dict[str, Any]:
+    """The figure render(spec) draws, as the JSON-ready dict sent to the browser, cached per spec and dataset
+    versions (building a Plotly figure of thousands of points takes longer than reading its data from the cache)."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("state"), dict):
+        raise ValueError("a figure card needs a spec with a filter state")
+    compared = {name: access.open_dataset(name).version for name in spec.get("datasets") or ()}
+    extra = json.dumps({**{k: v for k, v in spec.items() if k != "state"}, "versions": compared}, sort_keys=True)
+    key = "fig:" + hashlib.sha256(extra.encode()).hexdigest()[:32]
+    return access.derived(key, spec["state"], lambda: _as_dict(spec))
+
+
+def _as_dict(spec: Spec) -> dict[str, Any]:
+    return render(spec)[0].to_plotly_json()

@@ -6,7 +6,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, State, html
+from dash import Dash, Input, Output, State, html, no_update
 
 from analytics.filters import page_params, parse_query, to_query
 from components.charts import reference
@@ -79,10 +79,14 @@ def cards(state: dict[str, Any], datasets: list[str], overlay: bool) -> list:
     return [grid(made[i : i + 2]) for i in range(0, len(made), 2)]
 
 
-def compare_url(datasets: list[str] | None, overlay: bool, search: str | None) -> str:
-    """The URL query with the compared datasets and the overlay switch written into it."""
+def compare_url(datasets: list[str] | None, overlay: bool, search: str | None):
+    """The URL query with the compared datasets and the overlay switch written into it (no update when the URL
+    already says so: a new URL redraws the whole page)."""
+    params = page_params(search)
+    if (list(datasets or []), bool(overlay)) == chosen(params, access.dataset_names()):
+        return no_update
     state, _ = parse_query(search)
-    extra = {**page_params(search), "cmp": ",".join(datasets or [])}
+    extra = {**params, "cmp": ",".join(datasets or [])}
     extra.pop("ref", None)
     if overlay:
         extra["ref"] = "1"

@@ -125,11 +125,10 @@ def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
 def render_figure(spec: dict[str, Any]):
     """Draw the figure a card spec names, or a figure carrying the problem as a message."""
     try:
-        fig, _ = charts.render(spec)
+        return charts.render_cached(spec)
     except access.USER_ERRORS as exc:
         log.info("figure %s: %s", str(spec.get("name") if isinstance(spec, dict) else spec)[:80], exc)
         return figures.empty_figure(str(exc))
-    return fig
 
 
 def download_csv(n_clicks: int | None, spec: dict[str, Any]):
