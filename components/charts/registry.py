@@ -152,13 +152,16 @@ def duration_gpu(spec: Spec) -> pl.DataFrame:
 
 def fig4_window(name: str) -> tuple[datetime, datetime, str]:
     """The window of the paper's Fig 4 view on dataset name: FIG4's (May 2020 without its excluded day) when the
-    dataset's jobs cover it, else the first whole month it has; with the days to exclude."""
+    dataset's jobs cover it, else the first whole month it has, else its whole period; with the days to exclude."""
     first, last = access.dataset_period(name)
     if first and last and first <= f"{FIG4.start:%Y-%m-%d}" and last >= f"{FIG4.end:%Y-%m-%d}":
         return FIG4.start, FIG4.end, FIG4.exclude_days_text()
-    day = datetime.fromisoformat(first) if first else FIG4.start
+    if not (first and last):
+        return FIG4.start, FIG4.end, ""
+    day, last_day = datetime.fromisoformat(first), datetime.fromisoformat(last)
     start = day if day.day == 1 else (day.replace(day=1) + timedelta(days=32)).replace(day=1)
-    return start, (start + timedelta(days=32)).replace(day=1), ""
+    end = (start + timedelta(days=32)).replace(day=1)
+    return (start, end, "") if end <= last_day + timedelta(days=1) else (day, last_day + timedelta(days=1), "")
 
 
 def vc_fig4(spec: Spec) -> pl.DataFrame:
@@ -173,9 +176,12 @@ def vc_fig4(spec: Spec) -> pl.DataFrame:
     published = reference.fig4_published() if cluster == FIG4.cluster and excluded else pl.DataFrame()
     # the paper's VCs where it drew them (its ties at 32 GPUs broken its way), else the largest
     vcs = published["vc"].to_list() if published.height else []
-    view = {**state, "clusters": [cluster], "vcs": vcs, "start": f"{start:%Y-%m-%d}", "end": f"{end:%Y-%m-%d}"}
+    last_day = end - timedelta(days=1)  # a view's end day is inclusive
+    view = {**state, "clusters": [cluster], "vcs": vcs, "start": f"{start:%Y-%m-%d}", "end": f"{last_day:%Y-%m-%d}"}
     df = access.query("vc_utilization", view, exclude_days=excluded, top="0" if vcs else str(FIG4.top_vcs))
-    label = f"{cluster}, {start:%B %Y}" + (f" without {', '.join(excluded.split(','))}" if excluded else "")
+    whole_month = start.day == 1 and end == (start + timedelta(days=32)).replace(day=1)
+    span = f"{start:%B %Y}" if whole_month else f"{start:%Y-%m-%d} – {last_day:%Y-%m-%d}"
+    label = f"{cluster}, {span}" + (f" without {', '.join(excluded.split(','))}" if excluded else "")
     df = df.with_columns(pl.lit(label).alias("window_label"))
     return df.join(published, on="vc", how="left").sort("pub_order") if published.height else df
 

@@ -9,6 +9,7 @@ import json
 from datetime import datetime
 from types import SimpleNamespace
 
+import polars as pl
 import pytest
 from dash import no_update
 
@@ -302,3 +303,30 @@ def test_a_filter_change_keeps_the_page_own_url_parameters(ui):
     values[5] = "gpu"
     out = sync(ui, ("f-kind", "value"), "?ds=helios-synth&cmp=philly-mini&ref=1", values=values)
     assert out["url"]["search"] == "?ds=helios-synth&kind=gpu&cmp=philly-mini&ref=1"
+
+
+@pytest.mark.parametrize(
+    ("period", "window"),
+    [
+        (("2020-04-01", "2020-09-27"), (datetime(2020, 5, 1), datetime(2020, 6, 1), "2020-05-10")),
+        (("2021-03-04", "2021-05-02"), (datetime(2021, 4, 1), datetime(2021, 5, 1), "")),
+        (("2021-03-04", "2021-03-20"), (datetime(2021, 3, 4), datetime(2021, 3, 21), "")),  # no whole month
+    ],
+)
+def test_fig4_reads_the_papers_window_a_whole_month_or_the_whole_period(monkeypatch, period, window):
+    monkeypatch.setattr(charts.access, "dataset_period", lambda _name: period)
+    assert charts.fig4_window("any") == window
+
+
+def test_fig4_asks_for_may_without_june_the_first(monkeypatch):
+    asked = {}
+    monkeypatch.setattr(charts.access, "dataset_period", lambda _name: ("2020-04-01", "2020-09-27"))
+    monkeypatch.setattr(charts.access, "cluster_names", lambda _name: ["Earth"])
+    monkeypatch.setattr(charts.access, "query", lambda _q, view, **kw: asked.update(view=view, **kw) or pl.DataFrame())
+    monkeypatch.setattr(charts.reference, "fig4_published", pl.DataFrame)
+    charts.vc_fig4({"name": "vc_fig4", "state": empty_state("helios-synth")})
+    assert (asked["view"]["start"], asked["view"]["end"], asked["exclude_days"]) == (
+        "2020-05-01",
+        "2020-05-31",
+        "2020-05-10",
+    )
