@@ -310,15 +310,32 @@ def render(spec: Spec) -> tuple[go.Figure, pl.DataFrame]:
     return chart.build(df), df
 
 
-def render_cached(spec: Spec) -> dict[str, Any]:
-    """The figure render(spec) draws, as the JSON-ready dict sent to the browser, cached per spec and dataset
-    versions (building a Plotly figure of thousands of points takes longer than reading its data from the cache)."""
+DRAWN = "drawn"  # a spec key: the card was laid out with its figure, from the cache
+
+
+def _figure_key(spec: Spec) -> str:
+    """The cache name of spec's figure: its chart and options and the versions of the datasets it compares."""
     if not isinstance(spec, dict) or not isinstance(spec.get("state"), dict):
         raise ValueError("a figure card needs a spec with a filter state")
     compared = {name: access.open_dataset(name).version for name in spec.get("datasets") or ()}
-    extra = json.dumps({**{k: v for k, v in spec.items() if k != "state"}, "versions": compared}, sort_keys=True)
-    key = "fig:" + hashlib.sha256(extra.encode()).hexdigest()[:32]
-    return access.derived(key, spec["state"], lambda: _as_dict(spec))
+    options = {k: v for k, v in spec.items() if k not in ("state", DRAWN)}
+    extra = json.dumps({**options, "versions": compared}, sort_keys=True)
+    return "fig:" + hashlib.sha256(extra.encode()).hexdigest()[:32]
+
+
+def render_cached(spec: Spec) -> dict[str, Any]:
+    """The figure render(spec) draws, as the JSON-ready dict sent to the browser, cached per spec and dataset
+    versions (building a Plotly figure of thousands of points takes longer than reading its data from the cache)."""
+    return access.derived(_figure_key(spec), spec["state"], lambda: _as_dict(spec))
+
+
+def cached_figure(spec: Spec) -> dict[str, Any] | None:
+    """spec's figure when it is in the cache already (a page laid out with it draws once, with no request), else
+    None."""
+    try:
+        return access.derived_if_cached(_figure_key(spec), spec["state"])
+    except access.USER_ERRORS:
+        return None
 
 
 def _as_dict(spec: Spec) -> dict[str, Any]:

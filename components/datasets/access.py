@@ -17,7 +17,7 @@ from analytics import capabilities, queries, store
 from analytics.db import QueryError
 from analytics.filters import JobFilter, to_filter
 from analytics.queries import catalog, users
-from components.server.cache import cached
+from components.server.cache import cached, peek
 from components.server.settings import Settings
 
 USER_ERRORS = (ValueError, QueryError, store.DatasetError)  # what bad filters, queries or dataset names raise
@@ -93,6 +93,11 @@ def query_between(name: str, state: dict[str, Any], start: datetime, end: dateti
 def derived(name: str, state: dict[str, Any], compute: Callable[[], Any]) -> Any:
     """Cache a value derived from queries of a filter state under name."""
     return _of_selection(f"d:{name}", state, lambda _ds, _flt: compute())
+
+
+def derived_if_cached(name: str, state: dict[str, Any]) -> Any:
+    """The value derived(name, state, ...) cached, None when it is not cached yet."""
+    return peek(selection_key(f"d:{name}", open_dataset(state["dataset"]), to_filter(state)))
 
 
 def dataset_options(name: str) -> dict[str, list[str]]:

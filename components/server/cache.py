@@ -85,6 +85,11 @@ def cached(key: str, compute: Callable[[], Any]) -> Any:
     return value
 
 
+def peek(key: str) -> Any:
+    """The cached value of key, None when it is not cached (nothing is computed)."""
+    return _cache_get(key)
+
+
 def parallel(*thunks: Callable[[], Any]) -> list[Any]:
     """Run independent queries on threads (DuckDB and Polars release the GIL), each inside this app's context."""
     app = current_app._get_current_object()

@@ -124,6 +124,8 @@ def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
 
 def render_figure(spec: dict[str, Any]):
     """Draw the figure a card spec names, or a figure carrying the problem as a message."""
+    if isinstance(spec, dict) and spec.get(charts.DRAWN):
+        return no_update  # laid out with its figure
     try:
         return charts.render_cached(spec)
     except access.USER_ERRORS as exc:

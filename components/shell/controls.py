@@ -10,6 +10,7 @@ from dash import dcc, html
 
 from analytics import schema
 from analytics.filters import JOB_KINDS, to_query
+from components.charts import registry as charts
 
 # Shell ids.
 URL = "url"
@@ -146,6 +147,9 @@ def graph_config(name: str) -> dict[str, Any]:
 def figure_card(name: str, state: dict[str, Any], height_px: int = 380, extra: dict | None = None) -> dbc.Card:
     """A card holding one figure, its loading spinner, its CSV download button and its data spec."""
     spec = {"name": name, "state": state, **(extra or {})}
+    figure = charts.cached_figure(spec)
+    if figure is not None:
+        spec[charts.DRAWN] = True
     return dbc.Card(
         [
             dbc.CardBody(
@@ -156,6 +160,7 @@ def figure_card(name: str, state: dict[str, Any], height_px: int = 380, extra: d
                             id={"type": GRAPH, "name": name},
                             config=graph_config(name),
                             style={"height": f"{height_px}px"},
+                            **({"figure": figure} if figure is not None else {}),
                         ),
                         type="circle",
                         delay_show=150,
