@@ -19,6 +19,7 @@ from components.charts import registry as charts
 from components.explorer import grid as explorer_grid
 from components.shell import callbacks, controls
 from tests.analytics.polars_ref import filter_expr
+from tests.components.conftest import find
 
 
 @pytest.fixture
@@ -330,3 +331,16 @@ def test_fig4_asks_for_may_without_june_the_first(monkeypatch):
         "2020-05-31",
         "2020-05-10",
     )
+
+
+def test_a_page_is_laid_out_with_the_figures_already_drawn(ui):
+    first = ui.page("/cluster", "?ds=helios-synth")
+    spec = next(s for s in ui.specs(first) if s["name"] == "diurnal_util")
+    assert charts.DRAWN not in spec
+    drawn = ui.figure(spec)
+    again = ui.page("/cluster", "?ds=helios-synth")
+    cached = next(s for s in ui.specs(again) if s["name"] == "diurnal_util")
+    assert cached[charts.DRAWN] is True
+    graph = find(again, {"type": controls.GRAPH, "name": "diurnal_util"})
+    assert [t["name"] for t in graph["figure"]["data"]] == [t["name"] for t in drawn["data"]]
+    assert callbacks.render_figure(cached) is no_update  # the card's callback leaves it
