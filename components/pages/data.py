@@ -13,6 +13,7 @@ from dash import Dash, dcc, html
 from analytics.capabilities import ABSENT, DERIVED, REAL, capabilities, capacity_disabled
 from analytics.ingest.quality import summary_lines
 from analytics.store import Dataset
+from components.charts import units
 from components.datasets import access
 from components.datasets import admin as data_admin
 from components.server.auth import has_role
@@ -24,15 +25,6 @@ dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard 
 def folder_size_bytes(path: Path) -> int:
     """Total size of the files in a dataset folder (and its monthly jobs folder)."""
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def human_bytes(n: float) -> str:
-    """A byte count as B, KiB, MiB or GiB."""
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def _text(value: Any) -> str:
@@ -137,7 +129,7 @@ def dataset_card(ds: Dataset) -> dbc.Card:
         ("last refresh", _last_refresh(meta)),
         ("GPU capacity", _capacity(meta)),
         ("rows", _row_counts(meta)),
-        ("size on disk", human_bytes(folder_size_bytes(ds.path))),
+        ("size on disk", units.size_bytes(folder_size_bytes(ds.path))),
         ("version", ds.version),
     ]
     return dbc.Card(

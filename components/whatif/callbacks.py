@@ -14,6 +14,7 @@ from plotly.io.json import to_json_plotly
 
 from analytics import store
 from analytics.csv_safety import csv_text
+from components.charts import units
 from components.datasets import access
 from components.server.background import background_manager, poll_interval_ms
 from components.server.runs import RunError, run_in_subprocess
@@ -55,13 +56,13 @@ def _predictor_text(predictor: dict) -> html.Div:
     lines = [
         html.Div(
             [
-                html.Span(f"MAE {wf.human_duration(predictor.get('mae_s'))}", className="me-3"),
+                html.Span(f"MAE {units.duration(predictor.get('mae_s'))}", className="me-3"),
                 html.Span(f"median relative error {predictor.get('median_ape_pct', 0):,.0f} %", className="me-3"),
                 html.Span(f"Spearman ρ {predictor.get('spearman', float('nan')):.3f}", id="whatif-spearman"),
             ]
         ),
         html.Div(
-            f"Against “none” (every job 1 s): MAE {wf.human_duration(none.get('mae_s'))}, median relative error "
+            f"Against “none” (every job 1 s): MAE {units.duration(none.get('mae_s'))}, median relative error "
             f"{none.get('median_ape_pct', 0):,.0f} %.",
             className="text-muted",
         ),
@@ -313,7 +314,7 @@ def wait_jobs(scheme: str | None, meta: dict | None, settings: Settings) -> tupl
                     f"job {r['job_id']}",
                     r["vc"],
                     f"{r['gpu_num']} GPUs",
-                    f"waited {wf.human_duration(r['queue_s'])}",
+                    f"waited {units.duration(r['queue_s'])}",
                 )
             ),
             "value": r["job_id"],

@@ -11,6 +11,7 @@ import polars as pl
 from dash import html
 from plotly.subplots import make_subplots
 
+from components.charts import units
 from components.charts.figures import PALETTE, empty_figure, style
 from sim.scenario import RECORDED
 
@@ -69,21 +70,11 @@ def ordered_schemes(df: pl.DataFrame) -> list[str]:
     return [s for s in SCHEME_ORDER if s in present] + sorted(present - set(SCHEME_ORDER))
 
 
-def human_duration(seconds: float | None) -> str:
-    """Seconds as a short human string (45 s, 12.5 min, 3.2 h, 4.1 d)."""
-    if seconds is None or not np.isfinite(seconds):
-        return "–"
-    for limit, div, unit in ((60, 1, "s"), (3600, 60, "min"), (86_400, 3600, "h")):
-        if abs(seconds) < limit:
-            return f"{seconds / div:.3g} {unit}" if div > 1 else f"{seconds:.0f} s"
-    return f"{seconds / 86_400:.3g} d"
-
-
 def _cell(value, kind: str) -> str:
     if value is None:
         return "–"
     if kind == "dur":
-        return human_duration(value)
+        return units.duration(value)
     if kind == "int":
         return f"{int(value):,}"
     if kind == "factor":
@@ -145,7 +136,7 @@ def ratio_sentences(summary: pl.DataFrame, baseline: str | None) -> list[str]:
 def _replay_value(value: float | None, metric: str) -> str:
     if value is None:
         return "–"
-    return f"{value:.1f} %" if metric == "GPU utilisation" else human_duration(value)
+    return f"{value:.1f} %" if metric == "GPU utilisation" else units.duration(value)
 
 
 def replay_table(replay: dict) -> dbc.Table:
@@ -400,7 +391,7 @@ def wait_figure(records: pl.DataFrame, job_id: int, t0: datetime, schemes: list[
             go.Scatter(
                 x=x,
                 y=waiting,
-                name=f"{scheme}: waited {human_duration(job['queue_s'])}",
+                name=f"{scheme}: waited {units.duration(job['queue_s'])}",
                 mode="lines",
                 line={"shape": "hv", "color": scheme_color(scheme)},
             )
@@ -422,9 +413,9 @@ def ahead_table(records: pl.DataFrame, scheme: str, job_id: int, limit: int = 15
             [
                 html.Td(r["job_id"]),
                 html.Td(r["gpu_num"]),
-                html.Td(human_duration(r["duration_s"])),
-                html.Td(human_duration(r["submit_s"])),
-                html.Td(human_duration(r["start_s"])),
+                html.Td(units.duration(r["duration_s"])),
+                html.Td(units.duration(r["submit_s"])),
+                html.Td(units.duration(r["start_s"])),
             ]
         )
         for r in top.head(limit).iter_rows(named=True)
