@@ -14,6 +14,7 @@ import pytest
 from analytics.filters import empty_state, to_filter
 from analytics.queries import explorer
 from components.charts import registry as charts
+from components.charts import units
 from components.explorer import grid as explorer_grid
 from components.shell import callbacks, controls
 from tests.analytics.polars_ref import filter_expr
@@ -201,12 +202,15 @@ def test_the_compare_overlay_adds_the_published_curves(dash_app):
     assert set(df["cluster"]) == set(names[:3])
 
 
-def test_the_leaderboard_ranks_users_by_gpu_hours(dash_app, pages):
+def test_the_leaderboard_ranks_users_by_gpu_time_shown_in_human_units(dash_app, pages):
     with dash_app.server.test_request_context():
         rows = pages.users.leaderboard_rows(empty_state("helios-synth"))
-    hours = [r["gpu_hours"] for r in rows]
-    assert hours == sorted(hours, reverse=True) and len(rows) == 80  # 40 users on each of 2 clusters
+    gpu_s = [r["gpu_time_s"] for r in rows]
+    assert gpu_s == sorted(gpu_s, reverse=True) and len(rows) == 80  # 40 users on each of 2 clusters
     assert 0 <= rows[0]["completion_pct"] <= 100
+    top = rows[0]
+    assert top["gpu_time_s__text"].endswith("GPU-h") and top["gpu_time_s__exact"].endswith("GPU-s")
+    assert top["mean_gpu_queue_s__text"] == units.duration(top["mean_gpu_queue_s"])
 
 
 def test_the_job_explorer_pages_sorts_and_filters_on_the_server(dash_app):
