@@ -8,13 +8,14 @@ import io
 import json
 from datetime import datetime
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import pytest
 
 from analytics.filters import empty_state, to_filter
 from analytics.queries import explorer
+from components.charts import figures, units
 from components.charts import registry as charts
-from components.charts import units
 from components.explorer import grid as explorer_grid
 from components.shell import callbacks, controls
 from tests.analytics.polars_ref import filter_expr
@@ -198,8 +199,27 @@ def test_the_compare_overlay_adds_the_published_curves(dash_app):
         fig, df = charts.render(spec)
     names = [t.name for t in fig.data]
     assert names[:3] == ["helios-synth Earth", "helios-synth Venus", "philly-mini Philly"]
-    assert "Helios Venus (published)" in names and "Helios (Fig 1a) (published)" in names and len(names) == 8
+    # the published curves of the clusters drawn (Venus, Earth) and the pooled one, not Saturn's or Uranus'
+    assert sorted(names[3:]) == ["Helios (Fig 1a) (published)", "Helios Earth (published)", "Helios Venus (published)"]
     assert set(df["cluster"]) == set(names[:3])
+    line = {t.name: t.line for t in fig.data}
+    assert line["Helios Venus (published)"].color == line["helios-synth Venus"].color == figures.cluster_color("Venus")
+    assert line["Helios Venus (published)"].dash == "dash" and line["helios-synth Venus"].dash is None
+    assert line["philly-mini Philly"].dash == "dot"  # the second dataset
+    assert line["Helios Earth (published)"].color != line["Helios Venus (published)"].color
+
+
+def test_compare_draws_only_the_picked_clusters(dash_app):
+    spec = {
+        "name": "cmp_duration_gpu",
+        "state": empty_state("helios-synth"),
+        "datasets": ["helios-synth", "philly-mini"],
+        "clusters": ["helios-synth/Venus", "philly-mini/Philly"],
+        "overlay": False,
+    }
+    with dash_app.server.test_request_context():
+        fig, _ = charts.render(spec)
+    assert [t.name for t in fig.data] == ["helios-synth Venus", "philly-mini Philly"]
 
 
 def test_the_leaderboard_ranks_users_by_gpu_time_shown_in_human_units(dash_app, pages):
@@ -286,10 +306,22 @@ def test_csv_export_refuses_bad_input_with_one_line(ui):
 
 def test_the_compare_choices_live_in_the_url(dash_app):
     compare = importlib.import_module("components.pages.compare")
-    assert compare.compare_url(["philly-mini"], True, "?ds=helios-synth&kind=gpu") == (
-        "?ds=helios-synth&kind=gpu&cmp=philly-mini&ref=1"
-    )
-    assert compare.compare_url(["a", "b"], False, "?cmp=x&ref=1") == "?cmp=a,b"
+    every = ["helios-synth/Venus", "helios-synth/Earth", "philly-mini/Philly"]
+    with dash_app.server.test_request_context():
+        assert compare.cluster_options(["helios-synth", "philly-mini"]) == every
+        assert compare.compare_url(["philly-mini"], every, True, "?ds=helios-synth&kind=gpu") == (
+            "?ds=helios-synth&kind=gpu&cmp=philly-mini&ref=1"
+        )
+        assert compare.compare_url(["a", "b"], [], False, "?cmp=x&ref=1") == "?cmp=a,b"
+        two = ["helios-synth", "philly-mini"]
+        assert unquote(compare.compare_url(two, every[1:], False, "?cmp=x")) == (
+            "?cmp=helios-synth,philly-mini&cmpc=helios-synth/Earth,philly-mini/Philly"
+        )
+        assert compare.compare_url(two, every[1:], False, "?cmp=x", datasets_changed=True) == (
+            "?cmp=helios-synth,philly-mini"
+        )
+    assert compare.chosen_clusters({"cmpc": "helios-synth/Earth,nope/X"}, every) == ["helios-synth/Earth"]
+    assert compare.chosen_clusters({}, every) == every
     assert compare.chosen({"cmp": "philly-mini,nope", "ref": "1"}, ["helios-synth", "philly-mini"]) == (
         ["philly-mini"],
         True,

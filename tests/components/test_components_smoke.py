@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from components.charts import units
+
 PAGES: dict[str, int] = {"/": 0, "/cluster": 8, "/jobs": 7, "/users": 4, "/compare": 8, "/data": 0}
 
 
@@ -86,10 +88,13 @@ def overview(ui, search: str = "") -> dict:
 def test_the_overview_has_a_card_per_cluster_and_the_summary_table(ui):
     got = overview(ui)
     text = str(got["cards"])
-    assert "Venus" in text and "Earth" in text and "active users" in text and "GPU-hours" in text
+    assert "Venus" in text and "Earth" in text and "active users" in text and "GPU-h" in text
     assert [r["id"] for r in got["table"]["rowData"]] == ["Venus", "Earth", "total"]
     headers = {c["field"]: c["headerName"] for c in got["table"]["columnDefs"]}
-    assert headers["avg_run_time_gpu"] == "mean GPU-job run (s)" and len(headers) == 27
+    assert headers["avg_run_time_gpu"] == "mean GPU-job run" and len(headers) == 27
+    venus = got["table"]["rowData"][0]
+    assert venus["avg_run_time_gpu__text"] == units.duration(venus["avg_run_time_gpu"])  # shown in human units
+    assert venus["avg_run_time_gpu__exact"] == units.duration_exact(venus["avg_run_time_gpu"])  # exact on hover
     assert len(got["util"]) == 2
     assert all(v["children"].endswith(" %") for v in got["util"].values())
 
