@@ -179,7 +179,7 @@ def diurnal_submissions_figure(df: pl.DataFrame) -> go.Figure:
         return empty_figure(title="GPU-job submissions by hour of day")
     fig = _lines_by_group(df, "hour", "gpu_jobs_per_hour", "%{x}:00<br>%{y:.1f} jobs/h")
     fig.update_xaxes(range=[-0.5, 23.5], dtick=3)
-    return style(fig, "GPU-job submissions by hour of day", "hour of day", "GPU jobs submitted per hour")
+    return style(fig, "GPU-job submissions by hour of day", "hour of day", "GPU jobs / hour")
 
 
 def submission_heatmap_figure(df: pl.DataFrame) -> go.Figure:
@@ -457,7 +457,7 @@ def cdf_figure(df: pl.DataFrame, title: str, x_title: str, group: str = "cluster
     positive = df.filter(pl.col("x_s") > 0)["x_s"]
     duration_axis(fig, positive.min() or 1, positive.max() or 1)
     fig.update_yaxes(range=[0, 101], ticksuffix=" %")
-    return style(fig, title, x_title, "cumulative share of jobs (%)")
+    return style(fig, title, x_title, "share of jobs (%)")  # short: a long y title runs into the figure's title
 
 
 def duration_cdf_figure(df: pl.DataFrame, kind: str = "gpu") -> go.Figure:
@@ -483,7 +483,7 @@ def gpu_num_cdf_figure(df: pl.DataFrame, weight: str = "jobs") -> go.Figure:
     fig.update_xaxes(type="category")
     fig.update_yaxes(range=[0, 101], ticksuffix=" %")
     share = "jobs" if weight == "jobs" else "GPU time"
-    return style(fig, title, "GPUs requested", f"cumulative share of {share} (%)")
+    return style(fig, title, "GPUs requested", f"share of {share} (%)")
 
 
 def final_state_figure(df: pl.DataFrame, x: str = "gpu_num", title: str = "Final state by GPUs per job") -> go.Figure:
@@ -537,7 +537,8 @@ def concentration_figure(df: pl.DataFrame, metric: str = "gpu_time") -> go.Figur
         fig.add_vline(x=pct, line={"color": "#9ca3af", "dash": "dot", "width": 1})
     fig.update_xaxes(range=[0, 100], ticksuffix=" %")
     fig.update_yaxes(range=[0, 101], ticksuffix=" %")
-    return style(fig, title, "top users (% of users, by usage)", f"share of {label} (%)")
+    short = {"GPU queueing time": "queueing"}.get(label, label)
+    return style(fig, title, "top users (% of users, by usage)", f"share of {short} (%)")
 
 
 def completion_histogram_figure(df: pl.DataFrame) -> go.Figure:

@@ -6,7 +6,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, State, ctx, html
+from dash import Dash, Input, Output, State, html
 
 from analytics.filters import page_params, parse_query, to_query
 from analytics.store import DatasetError
@@ -116,17 +116,13 @@ def cards(state: dict[str, Any], datasets: list[str], clusters: list[str] | None
     return [grid(made[i : i + 2]) for i in range(0, len(made), 2)]
 
 
-def compare_url(
-    datasets: list[str] | None,
-    clusters: list[str] | None,
-    overlay: bool,
-    search: str | None,
-    datasets_changed: bool = False,
-) -> str:
-    """The URL query with the compared datasets, their drawn clusters (when not all: after a change of datasets,
+def compare_url(datasets: list[str] | None, clusters: list[str] | None, overlay: bool, search: str | None) -> str:
+    """The URL query with the compared datasets, their drawn clusters (when not all; after a change of datasets,
     all) and the overlay switch."""
     state, _ = parse_query(search)
-    extra = {**page_params(search), "cmp": ",".join(datasets or [])}
+    before = page_params(search)
+    datasets_changed = chosen(before, access.dataset_names())[0] != (datasets or [])
+    extra = {**before, "cmp": ",".join(datasets or [])}
     for key in ("ref", "cmpc"):
         extra.pop(key, None)
     options = cluster_options(datasets or [])
@@ -147,4 +143,4 @@ def register_callbacks(app: Dash) -> None:
         Input(OVERLAY, "value"),
         State(controls.URL, "search"),
         prevent_initial_call=True,
-    )(lambda *args: compare_url(*args, datasets_changed=ctx.triggered_id == DATASETS))
+    )(compare_url)

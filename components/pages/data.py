@@ -19,7 +19,8 @@ from components.datasets import admin as data_admin
 from components.server.auth import has_role
 from components.shell.controls import page_header
 
-dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard · Data", order=5)
+# filters=False: the page lists every dataset; the shell hides the global filter bar
+dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard · Data", order=5, filters=False)
 
 
 def folder_size_bytes(path: Path) -> int:

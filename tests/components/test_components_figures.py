@@ -29,7 +29,7 @@ def test_duration_cdf_has_log_x_in_human_units_and_one_trace_per_cluster():
     assert "1 min" in labels and "1 h" in labels and not any(t.isdigit() for t in labels)  # no raw seconds
     assert min(fig.layout.xaxis.tickvals) >= df["x_s"].filter(df["x_s"] > 0).min()
     assert list(fig.data[0].customdata[:2]) == [units.duration(x) for x in df["x_s"][:2]]  # hover in human units
-    assert fig.layout.yaxis.title.text == "cumulative share of jobs (%)"
+    assert fig.layout.yaxis.title.text == "share of jobs (%)"
     assert [t.name for t in fig.data] == ["Venus", "Earth"]
     assert fig.layout.title.text == "GPU job duration CDF"
     assert fig.data[0].line.color == figures.cluster_color("Venus") != fig.data[1].line.color
