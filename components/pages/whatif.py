@@ -18,9 +18,7 @@ from components.whatif import form as whatif_form
 from components.whatif.state import default_form, form_from_params
 
 # filters=False: the page has its own dataset, cluster and window; the shell hides the global filter bar
-dash.register_page(
-    __name__, path="/whatif", name="What-if", title="Helios Dashboard · What-if", order=6, filters=False
-)
+dash.register_page(__name__, path="/whatif", name="What-if", title="Helios Dashboard · What-if", order=6, filters=False)
 
 DEFAULT_WINDOW_DAYS = 7
 

@@ -59,10 +59,13 @@ def test_one_user_in_the_url_opens_the_user_view(ui):
     assert fig["data"] and fig["layout"]["yaxis"]["type"] == "log"
 
 
-def test_the_data_page_lists_every_dataset_with_its_attribution(ui):
+def test_the_data_page_lists_every_dataset_with_its_attribution(ui, small_data):
     text = str(ui.page("/data"))
     assert "helios-synth" in text and "philly-mini" in text and "Made up for tests." in text
-    assert "negative_gpu_num: 2 dropped (e.g. cluster_log.csv row 17: gpu_num = -1)" in text
+    # in plain words: no internal kind ids, no raw report, no server paths
+    assert "2 × gpu_num < 0: left out (e.g. cluster_log.csv row 17: gpu_num = -1)." in text
+    assert "negative_gpu_num" not in text and "row_counts" not in text and str(small_data) not in text
+    assert " jobs on 2 clusters, submitted " in text and "a synthetic trace (generated, not recorded)" in text
 
 
 def overview(ui, search: str = "") -> dict:
