@@ -57,7 +57,7 @@ def layout(**params: Any) -> html.Div:
         )
     as_of = data_as_of(form["dataset"]) if form["dataset"] in names else None
     page = whatif_form.layout(form, names, scope, flat.get("run") == "1", problems, as_of)
-    return html.Div([page, sweep.section()])
+    return html.Div([page, sweep.section(flat)])
 
 
 def register_callbacks(app: Dash) -> None:

@@ -22,6 +22,7 @@ from components.server.settings import Settings
 from components.shell.controls import graph_config
 from components.whatif import figures as wf
 from components.whatif import form as ids
+from components.whatif import labels
 from components.whatif import sweep as whatif_sweep
 from components.whatif.run import SCENARIO_ERRORS, get_or_run, metrics_json, results_cache
 from components.whatif.state import FALLBACK_PRESET, form_to_config, form_to_search, preset_defaults
@@ -342,7 +343,8 @@ def download(n_summary, n_records, n_json, n_ces, meta: dict | None, settings: S
         raise PreventUpdate
     stem = f"helios-whatif-{meta['key'][:8]}"
     if ctx.triggered_id == ids.DL_SUMMARY:
-        return dcc.send_string(csv_text(result.summary), f"{stem}-comparison.csv")
+        named = result.summary.rename({c: labels.download_header(c) for c in result.summary.columns})
+        return dcc.send_string(csv_text(named), f"{stem}-comparison.csv")
     if ctx.triggered_id == ids.DL_RECORDS:
         return dcc.send_string(csv_text(result.records), f"{stem}-jobs.csv")
     if ctx.triggered_id == ids.DL_JSON:
