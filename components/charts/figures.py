@@ -310,7 +310,8 @@ def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
         secondary_y=True,
     )
     fig.update_layout(clickmode="event")
-    return style(fig, "Utilisation per VC (click a VC to filter)", "virtual cluster")
+    # no x title: the rotated VC names are the axis, and a title would sit on them
+    return style(fig, "Utilisation per virtual cluster (click a VC to filter)")
 
 
 def _vc_labels(df: pl.DataFrame) -> list[str]:

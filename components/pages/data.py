@@ -174,7 +174,7 @@ def dataset_card(ds: Dataset) -> dbc.Card:
             ),
         ],
         className="mb-3 shadow-sm",
-        id={"type": "dataset-card", "name": ds.name},
+        id=f"dataset-{ds.name}",
     )
 
 

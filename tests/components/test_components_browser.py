@@ -112,7 +112,7 @@ def test_a_shared_url_restores_the_same_view(page, server_url):
 
 def test_clicking_a_vc_drills_the_dashboard_down_to_it(page, server_url):
     open_page(page, server_url + "/cluster")
-    title = "Utilisation per VC (click a VC to filter)"
+    title = "Utilisation per virtual cluster (click a VC to filter)"
     page.wait_for_selector(f"text.gtitle:text-is('{title}')")
     plot = page.locator(".js-plotly-plot", has=page.locator(f"text.gtitle:text-is('{title}')"))
     plot.scroll_into_view_if_needed()
