@@ -163,7 +163,7 @@ def show(kind: str, value: float | None) -> Shown:
 
 
 DURATION_TICKS_S: tuple[tuple[float, str], ...] = (
-    (1, "1 s"), (10, "10 s"), (MINUTE_S, "1 min"), (10 * MINUTE_S, "10 min"), (HOUR_S, "1 h"), (6 * HOUR_S, "6 h"),
+    (1, "1 s"), (10, "10 s"), (MINUTE_S, "1 min"), (10 * MINUTE_S, "10 min"), (HOUR_S, "1 h"),
     (DAY_S, "1 d"), (7 * DAY_S, "1 wk"), (30 * DAY_S, "30 d"), (365 * DAY_S, "1 y"),
 )  # fmt: skip
 
