@@ -27,7 +27,7 @@ PAGES: dict[str, str] = {
     "data": "/data",
 }
 # (name, viewport width, viewport height, the most page height kept in px)
-SIZES: tuple[tuple[str, int, int, int], ...] = (("1280", 1280, 900, 3200), ("1920", 1920, 1080, 1800))
+SIZES: tuple[tuple[str, int, int, int], ...] = (("1280", 1280, 900, 3000), ("1920", 1920, 1080, 1700))
 SIZES += (("phone", 390, 844, 2400),)
 BUSY = """() => document.querySelectorAll('[data-dash-is-loading="true"]').length
     + (document.body.innerText.includes('running…') ? 1 : 0)"""

@@ -360,15 +360,25 @@ def ces_figure(timeline: pl.DataFrame) -> go.Figure:
     return style(fig, title, "", "nodes")
 
 
+def _ces_value(key: str, value: float | None, unit: str) -> tuple[str, str]:
+    """A CES number as shown (energy in kWh/MWh, shares in %) and exactly, for its hover."""
+    if value is None:
+        return "–", ""
+    kind = labels.METRICS[key].kind if key in labels.METRICS else ""
+    if kind in ("energy", "percent"):
+        return units.show(kind, value)
+    shown = f"{value:,.1f}" if isinstance(value, float) else f"{value:,}"
+    return f"{shown} {unit}", f"{value} {unit}"
+
+
 def ces_numbers(metrics: dict) -> dbc.Row:
     """The CES outcome as a row of small number cards."""
     cards = []
     for key, label, unit in CES_NUMBERS:
-        value = metrics.get(key)
-        shown = "–" if value is None else (f"{value:,.1f}" if isinstance(value, float) else f"{value:,}")
+        text, exact = _ces_value(key, metrics.get(key), unit)
         body = [
-            html.Div(label, className="small text-muted"),
-            html.Div(f"{shown} {unit}", className="fw-semibold"),
+            html.Div(label, className="small text-muted", title=labels.metric_help(key)),
+            html.Div(text, className="fw-semibold", title=exact),
         ]
         cards.append(dbc.Col(dbc.Card(dbc.CardBody(body, className="p-2"), id=f"whatif-ces-{key}"), xs=6, md=3, xl=2))
     return dbc.Row(cards, className="g-2 mb-2")
