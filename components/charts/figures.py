@@ -217,39 +217,58 @@ def month_label(month: int | date) -> str:
 
 
 def monthly_figure(df: pl.DataFrame) -> go.Figure:
-    """Monthly single- and multi-GPU job counts (bars) with monthly GPU utilisation (markers, right axis)."""
+    """Monthly GPU jobs per cluster, side by side in the cluster's colour (multi-GPU jobs hatched at the foot, single-
+    GPU jobs above them), with each cluster's monthly GPU utilisation as a diamond on the right axis."""
+    title = "Monthly GPU jobs and utilisation"
     if df.is_empty():
-        return empty_figure(title="Monthly GPU jobs and utilisation")
+        return empty_figure(title=title)
     df = df.sort("cluster", "month")
-    x = [[month_label(m) for m in df["month"].to_list()], df["cluster"].to_list()]
+    months = sorted(set(df["month"].to_list()))
+    labels = {m: month_label(m) for m in months}
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    for col, name, color, pattern in (
-        ("multi_gpu_jobs", "multi-GPU jobs", PALETTE[0], "/"),
-        ("single_gpu_jobs", "single-GPU jobs", PALETTE[4], ""),
-    ):
+    for cluster in _groups(df):
+        part = df.filter(pl.col("cluster") == cluster)
+        x, color = [labels[m] for m in part["month"].to_list()], cluster_color(str(cluster))
+        common = {"x": x, "offsetgroup": str(cluster), "legendgroup": str(cluster), "marker_line_width": 0}
         fig.add_trace(
             go.Bar(
-                x=x,
-                y=df[col],
-                name=name,
-                marker={"color": color, "pattern": {"shape": pattern}},
-                hovertemplate="%{x}<br>%{y:,} jobs<extra>" + name + "</extra>",
+                y=part["multi_gpu_jobs"],
+                name=f"{cluster} multi-GPU",
+                showlegend=False,
+                marker={"color": color, "pattern": {"shape": "/", "fgcolor": "white", "fillmode": "overlay"}},
+                hovertemplate="%{x}<br>%{y:,} multi-GPU jobs<extra>" + str(cluster) + "</extra>",
+                **common,
             ),
             secondary_y=False,
         )
-    if "gpu_utilization_pct" in df.columns:
         fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=df["gpu_utilization_pct"],
-                name="GPU utilisation",
-                mode="markers",
-                marker={"color": PALETTE[3], "size": 9, "symbol": "diamond"},
-                hovertemplate="%{x}<br>%{y:.1f} %<extra>GPU utilisation</extra>",
+            go.Bar(
+                y=part["single_gpu_jobs"],
+                base=part["multi_gpu_jobs"],
+                name=str(cluster),
+                marker={"color": color, "opacity": 0.55},
+                hovertemplate="%{x}<br>%{y:,} single-GPU jobs<extra>" + str(cluster) + "</extra>",
+                **common,
             ),
-            secondary_y=True,
+            secondary_y=False,
         )
-    fig.update_layout(barmode="stack")
+        if "gpu_utilization_pct" in part.columns:
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=part["gpu_utilization_pct"],
+                    name=f"{cluster} GPU utilisation",
+                    showlegend=False,
+                    mode="markers",
+                    offsetgroup=str(cluster),
+                    legendgroup=str(cluster),
+                    marker={"color": color, "size": 9, "symbol": "diamond", "line": {"color": "white", "width": 1}},
+                    hovertemplate="%{x}<br>%{y:.1f} % GPU utilisation<extra>" + str(cluster) + "</extra>",
+                ),
+                secondary_y=True,
+            )
+    fig.update_layout(barmode="group", scattermode="group", bargap=0.25, bargroupgap=0.05)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=[labels[m] for m in months])
     fig.update_yaxes(title_text="GPU jobs submitted", secondary_y=False)
     fig.update_yaxes(
         title_text="GPU utilisation (%)",
@@ -259,7 +278,8 @@ def monthly_figure(df: pl.DataFrame) -> go.Figure:
         automargin=True,
         secondary_y=True,
     )
-    return style(fig, "Monthly GPU jobs and utilisation")
+    note = "hatched: multi-GPU jobs; ◆ GPU utilisation (right axis)"
+    return style(fig, f"{title}<br><sup>{note}</sup>")
 
 
 def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:

@@ -200,7 +200,7 @@ def test_heatmap_fills_missing_hours_with_zero():
     assert z[0][3] == 7 and sum(map(sum, z)) == 7
 
 
-def test_monthly_bars_are_stacked_per_month_and_cluster_with_utilisation_on_the_right():
+def test_monthly_bars_stand_per_month_and_cluster_in_its_colour_with_utilisation_on_the_right():
     df = pl.DataFrame(
         {
             "cluster": ["Venus", "Venus"],
@@ -211,9 +211,11 @@ def test_monthly_bars_are_stacked_per_month_and_cluster_with_utilisation_on_the_
         }
     )
     fig = figures.monthly_figure(df)
-    assert fig.layout.barmode == "stack"
-    assert list(fig.data[0].x[0]) == ["Apr", "May"]
-    assert fig.data[2].yaxis == "y2"
+    multi, single, util = fig.data
+    assert list(multi.x) == list(single.x) == ["Apr", "May"] and multi.offsetgroup == single.offsetgroup == "Venus"
+    assert list(single.base) == [3, 4] and list(single.y) == [10, 20]  # single-GPU jobs stand on the multi-GPU ones
+    assert multi.marker.color == single.marker.color == util.marker.color == figures.cluster_color("Venus")
+    assert util.yaxis == "y2" and list(util.y) == [70.0, 80.0]
 
 
 def test_month_labels_name_the_year_when_months_are_dates():
