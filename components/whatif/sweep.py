@@ -236,12 +236,10 @@ def sweep_job(config_data: dict, grid: dict, metric: str, settings: Settings, re
     return {**out, "cached": False}
 
 
-def run_sweep_job(
-    set_progress, n_clicks, autorun, x, xv, y, yv, metric, policy_values, energy_values, *values, settings
-):
-    """The background job of 'Run sweep' (or of a URL with sweep=1): validate, run the grid in a subprocess (or take
-    it from the cache), return the chart."""
-    if not n_clicks and not autorun:
+def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, energy_values, *values, settings):
+    """The background job of 'Run sweep' (clicked, or by a URL with sweep=1): validate, run the grid in a subprocess
+    (or take it from the cache), return the chart."""
+    if not n_clicks:
         raise PreventUpdate
     try:
         grid = grid_of(x, xv, y, yv)
@@ -299,7 +297,6 @@ def register(app: Dash, settings: Settings, manager, form_states: list[State]) -
         Output(STATUS, "children"),
         Output(ERROR, "children"),
         Input(RUN, "n_clicks"),
-        Input(AUTORUN, "data"),
         State(X_PARAM, "value"),
         State(X_VALUES, "value"),
         State(Y_PARAM, "value"),
@@ -315,5 +312,11 @@ def register(app: Dash, settings: Settings, manager, form_states: list[State]) -
         progress_default=[0, ""],
         running=[(Output(RUN, "disabled"), True, False), (Output(CANCEL, "disabled"), False, True)],
         cancel=[Input(CANCEL, "n_clicks")],
-        prevent_initial_call=False,  # a URL with sweep=1 runs (or shows from the cache) its sweep on load
+        prevent_initial_call=True,
     )(lambda *args: run_sweep_job(*args, settings=settings))
+    # A URL with sweep=1 presses Run sweep once the page is drawn (it shows from the cache a sweep run before).
+    app.clientside_callback(
+        "(autorun) => autorun ? 1 : window.dash_clientside.no_update",
+        Output(RUN, "n_clicks"),
+        Input(AUTORUN, "data"),
+    )
