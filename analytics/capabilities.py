@@ -53,6 +53,9 @@ CAPACITY_HINTS: dict[str, str] = {
     "csv": "ingest with --capacity",
 }
 COLUMN_WORDS: dict[str, str] = {
+    "cluster": "cluster names",
+    "job_id": "job ids",
+    "vc": "virtual clusters (VCs)",
     "user": "users",
     "state": "final states",
     "start_time": "start times",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from datetime import date
 
@@ -12,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from analytics import schema
 from analytics.queries.jobs import POOLED_HELIOS, POOLED_OTHERS
+from components.charts import units
 
 # Okabe-Ito, the colour-blind-safe palette (yellow last: it is faint on white).
 PALETTE: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442")
@@ -23,8 +25,20 @@ STATE_COLORS: dict[str, str] = {
 }
 WEEKDAYS: tuple[str, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 MONTHS: tuple[str, ...] = ("", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-POW2_TICKS_S: tuple[int, ...] = (1, 16, 256, 4096, 65536, 1048576)
-POW2_LABELS: tuple[str, ...] = ("1 s", "16 s", "4.3 min", "68 min", "18 h", "12 d")
+# THE colour of each cluster, on every figure and page (Okabe-Ito, by the order the study lists them); any other
+# cluster takes a fixed one of the palette from its name; the pooled curves are black.
+CLUSTER_COLORS: dict[str, str] = {
+    "Venus": PALETTE[0],
+    "Earth": PALETTE[1],
+    "Saturn": PALETTE[2],
+    "Uranus": PALETTE[3],
+    "Philly": PALETTE[5],
+    "Alibaba-openb": PALETTE[4],
+}
+POOLED_COLOR = "black"
+COLOR_KEY = "color_key"  # optional column: the cluster whose colour a line takes (compare: "<dataset> <cluster>")
+HOVER_TEXT = "hover_text"  # optional column: a point's value in human units for its hover
+LINE_DASH = "line_dash"  # optional column: the line's dash (compare: one per dataset; published overlays: dashed)
 TOP_USER_PCTS: tuple[int, ...] = (1, 5, 10, 20)
 SCATTERGL_MIN_POINTS = 50_000
 
@@ -67,8 +81,18 @@ def _groups(df: pl.DataFrame, col: str = "cluster") -> list[str]:
     return df[col].unique(maintain_order=True).to_list()
 
 
-def _color(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
+def cluster_color(cluster: str) -> str:
+    """The colour of a cluster by its name, the same on every figure (black for the pooled curves)."""
+    if cluster in (POOLED_HELIOS, POOLED_OTHERS):
+        return POOLED_COLOR
+    return CLUSTER_COLORS.get(cluster) or PALETTE[zlib.crc32(cluster.encode()) % 6]  # not black or faint yellow
+
+
+def _line_style(part: pl.DataFrame, name: str) -> dict:
+    """A group's line colour (by its cluster) and dash, from the COLOR_KEY and LINE_DASH columns when present."""
+    key = str(part[COLOR_KEY][0]) if COLOR_KEY in part.columns else str(name)
+    dash = part[LINE_DASH][0] if LINE_DASH in part.columns else None
+    return {"color": cluster_color(key)} | ({"dash": dash} if dash else {})
 
 
 def _scatter(n_points: int):
@@ -84,9 +108,9 @@ def epoch_ms(times: pl.Series) -> np.ndarray:
 def _time_lines(fig: go.Figure, df: pl.DataFrame, lines: tuple[tuple[str, str | None, str, float], ...], hover: str):
     """Add a line per cluster and (column, dash, name suffix, scale) of lines over time, coloured by cluster."""
     trace = _scatter(df.height)
-    for i, (name, part) in enumerate(df.partition_by("cluster", as_dict=True, maintain_order=True).items()):
+    for name, part in df.partition_by("cluster", as_dict=True, maintain_order=True).items():
         for col, dash, label, scale in lines:
-            line = {"color": _color(i), "width": 1.5} | ({"dash": dash} if dash else {})
+            line = {"color": cluster_color(str(name[0])), "width": 1.5} | ({"dash": dash} if dash else {})
             fig.add_trace(
                 trace(
                     x=epoch_ms(part["time"]),
@@ -121,21 +145,25 @@ def running_queued_figure(df: pl.DataFrame) -> go.Figure:
     return style(fig, "Running and queued GPU jobs", "time", "GPU jobs")
 
 
-def _group_lines(fig: go.Figure, df: pl.DataFrame, x: str, y: str, group: str, trace: Callable[[int, str], dict]):
-    """Add one Scatter per value of group (in order of appearance), styled by trace(index, value)."""
-    for i, name in enumerate(_groups(df, group)):
+def _group_lines(
+    fig: go.Figure, df: pl.DataFrame, x: str, y: str, group: str, trace: Callable[[pl.DataFrame, str], dict]
+):
+    """Add one Scatter per value of group (in order of appearance), styled by trace(its rows, value); a HOVER_TEXT
+    column, when present, is the points' customdata."""
+    for name in _groups(df, group):
         part = df.filter(pl.col(group) == name)
-        fig.add_trace(go.Scatter(x=part[x], y=part[y], **trace(i, name)))
+        custom = {"customdata": part[HOVER_TEXT]} if HOVER_TEXT in part.columns else {}
+        fig.add_trace(go.Scatter(x=part[x], y=part[y], **custom, **trace(part, name)))
     return fig
 
 
 def _lines_by_group(df: pl.DataFrame, x: str, y: str, hover: str, group: str = "cluster") -> go.Figure:
-    def trace(i: int, name: str) -> dict:
+    def trace(part: pl.DataFrame, name: str) -> dict:
         return {
             "name": str(name),
             "mode": "lines+markers",
             "marker": {"size": 5},
-            "line": {"color": _color(i)},
+            "line": _line_style(part, name),
             "hovertemplate": hover + "<extra>%{fullData.name}</extra>",
         }
 
@@ -158,7 +186,7 @@ def diurnal_submissions_figure(df: pl.DataFrame) -> go.Figure:
         return empty_figure(title="GPU-job submissions by hour of day")
     fig = _lines_by_group(df, "hour", "gpu_jobs_per_hour", "%{x}:00<br>%{y:.1f} jobs/h")
     fig.update_xaxes(range=[-0.5, 23.5], dtick=3)
-    return style(fig, "GPU-job submissions by hour of day", "hour of day", "GPU jobs submitted per hour")
+    return style(fig, "GPU-job submissions by hour of day", "hour of day", "GPU jobs / hour")
 
 
 def submission_heatmap_figure(df: pl.DataFrame) -> go.Figure:
@@ -196,39 +224,58 @@ def month_label(month: int | date) -> str:
 
 
 def monthly_figure(df: pl.DataFrame) -> go.Figure:
-    """Monthly single- and multi-GPU job counts (bars) with monthly GPU utilisation (markers, right axis)."""
+    """Monthly GPU jobs per cluster, side by side in the cluster's colour (multi-GPU jobs hatched at the foot, single-
+    GPU jobs above them), with each cluster's monthly GPU utilisation as a diamond on the right axis."""
+    title = "Monthly GPU jobs and utilisation"
     if df.is_empty():
-        return empty_figure(title="Monthly GPU jobs and utilisation")
+        return empty_figure(title=title)
     df = df.sort("cluster", "month")
-    x = [[month_label(m) for m in df["month"].to_list()], df["cluster"].to_list()]
+    months = sorted(set(df["month"].to_list()))
+    labels = {m: month_label(m) for m in months}
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    for col, name, color, pattern in (
-        ("multi_gpu_jobs", "multi-GPU jobs", PALETTE[0], "/"),
-        ("single_gpu_jobs", "single-GPU jobs", PALETTE[4], ""),
-    ):
+    for cluster in _groups(df):
+        part = df.filter(pl.col("cluster") == cluster)
+        x, color = [labels[m] for m in part["month"].to_list()], cluster_color(str(cluster))
+        common = {"x": x, "offsetgroup": str(cluster), "legendgroup": str(cluster), "marker_line_width": 0}
         fig.add_trace(
             go.Bar(
-                x=x,
-                y=df[col],
-                name=name,
-                marker={"color": color, "pattern": {"shape": pattern}},
-                hovertemplate="%{x}<br>%{y:,} jobs<extra>" + name + "</extra>",
+                y=part["multi_gpu_jobs"],
+                name=f"{cluster} multi-GPU",
+                showlegend=False,
+                marker={"color": color, "pattern": {"shape": "/", "fgcolor": "white", "fillmode": "overlay"}},
+                hovertemplate="%{x}<br>%{y:,} multi-GPU jobs<extra>" + str(cluster) + "</extra>",
+                **common,
             ),
             secondary_y=False,
         )
-    if "gpu_utilization_pct" in df.columns:
         fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=df["gpu_utilization_pct"],
-                name="GPU utilisation",
-                mode="markers",
-                marker={"color": PALETTE[3], "size": 9, "symbol": "diamond"},
-                hovertemplate="%{x}<br>%{y:.1f} %<extra>GPU utilisation</extra>",
+            go.Bar(
+                y=part["single_gpu_jobs"],
+                base=part["multi_gpu_jobs"],
+                name=str(cluster),
+                marker={"color": color, "opacity": 0.55},
+                hovertemplate="%{x}<br>%{y:,} single-GPU jobs<extra>" + str(cluster) + "</extra>",
+                **common,
             ),
-            secondary_y=True,
+            secondary_y=False,
         )
-    fig.update_layout(barmode="stack")
+        if "gpu_utilization_pct" in part.columns:
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=part["gpu_utilization_pct"],
+                    name=f"{cluster} GPU utilisation",
+                    showlegend=False,
+                    mode="markers",
+                    offsetgroup=str(cluster),
+                    legendgroup=str(cluster),
+                    marker={"color": color, "size": 9, "symbol": "diamond", "line": {"color": "white", "width": 1}},
+                    hovertemplate="%{x}<br>%{y:.1f} % GPU utilisation<extra>" + str(cluster) + "</extra>",
+                ),
+                secondary_y=True,
+            )
+    fig.update_layout(barmode="group", scattermode="group", bargap=0.25, bargroupgap=0.05)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=[labels[m] for m in months])
     fig.update_yaxes(title_text="GPU jobs submitted", secondary_y=False)
     fig.update_yaxes(
         title_text="GPU utilisation (%)",
@@ -238,7 +285,8 @@ def monthly_figure(df: pl.DataFrame) -> go.Figure:
         automargin=True,
         secondary_y=True,
     )
-    return style(fig, "Monthly GPU jobs and utilisation")
+    note = "hatched: multi-GPU jobs; ◆ GPU utilisation (right axis)"
+    return style(fig, f"{title}<br><sup>{note}</sup>")
 
 
 def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
@@ -289,7 +337,8 @@ def vc_utilization_figure(df: pl.DataFrame, max_vcs: int = 30) -> go.Figure:
         secondary_y=True,
     )
     fig.update_layout(clickmode="event")
-    return style(fig, "Utilisation per VC (click a VC to filter)", "virtual cluster")
+    # no x title: the rotated VC names are the axis, and a title would sit on them
+    return style(fig, "Utilisation per virtual cluster (click a VC to filter)")
 
 
 def _vc_labels(df: pl.DataFrame) -> list[str]:
@@ -416,32 +465,41 @@ def vc_fig4_figure(df: pl.DataFrame) -> go.Figure:
     return style(fig, f"{title}<br><sup>{subtitle}</sup>", "", "")
 
 
-def _log2_seconds_axis(fig: go.Figure) -> None:
-    fig.update_xaxes(type="log", tickvals=list(POW2_TICKS_S), ticktext=list(POW2_LABELS))
+def duration_axis(fig: go.Figure, low_s: float, high_s: float, axis: str = "x") -> None:
+    """A log duration axis (seconds) labelled 1 min, 1 h, 1 d, ... instead of raw seconds."""
+    values, labels = units.duration_ticks(max(low_s, 1e-3), max(high_s, 1))
+    getattr(fig, f"update_{axis}axes")(type="log", tickvals=values, ticktext=labels)
+
+
+def with_duration_hover(df: pl.DataFrame, col: str) -> pl.DataFrame:
+    """df with a HOVER_TEXT column: col (seconds) in human units, for the points' hover."""
+    return df.with_columns(pl.col(col).map_elements(units.duration, return_dtype=pl.String).alias(HOVER_TEXT))
 
 
 def cdf_figure(df: pl.DataFrame, title: str, x_title: str, group: str = "cluster") -> go.Figure:
-    """A CDF over log-scaled seconds per group (columns <group>, x_s, pct)."""
+    """A CDF over log-scaled durations per group (columns <group>, x_s in seconds, pct), ticks and hover in human
+    units."""
     if df.is_empty():
         return empty_figure(title=title)
-    fig = _lines_by_group(df, "x_s", "pct", "≤ %{x:,} s<br>%{y:.1f} %", group)
-    _log2_seconds_axis(fig)
+    fig = _lines_by_group(with_duration_hover(df, "x_s"), "x_s", "pct", "≤ %{customdata}<br>%{y:.1f} %", group)
+    positive = df.filter(pl.col("x_s") > 0)["x_s"]
+    duration_axis(fig, positive.min() or 1, positive.max() or 1)
     fig.update_yaxes(range=[0, 101], ticksuffix=" %")
-    return style(fig, title, x_title, "cumulative share of jobs (%)")
+    return style(fig, title, x_title, "share of jobs (%)")  # short: a long y title runs into the figure's title
 
 
 def duration_cdf_figure(df: pl.DataFrame, kind: str = "gpu") -> go.Figure:
     """CDF of job duration (columns cluster, x_s, pct) for GPU or CPU jobs, log x as in the paper's Fig 5; a pooled
     curve of all clusters (Fig 1a's "Helios") is drawn thick and black."""
-    fig = cdf_figure(df, f"{kind.upper()} job duration CDF", "duration (s, log scale)")
-    fig.update_traces(selector={"name": POOLED_HELIOS}, line={"color": "black", "width": 3})
-    fig.update_traces(selector={"name": POOLED_OTHERS}, line={"color": "black", "width": 3})
+    fig = cdf_figure(df, f"{kind.upper()} job duration CDF", "duration (log scale)")
+    fig.update_traces(selector={"name": POOLED_HELIOS}, line={"color": POOLED_COLOR, "width": 3})
+    fig.update_traces(selector={"name": POOLED_OTHERS}, line={"color": POOLED_COLOR, "width": 3})
     return fig
 
 
 def queue_cdf_figure(df: pl.DataFrame) -> go.Figure:
     """CDF of queueing delay (columns cluster, x_s, pct), log x."""
-    return cdf_figure(df, "GPU job queueing delay CDF", "queueing delay (s, log scale)")
+    return cdf_figure(df, "GPU job queueing delay CDF", "queueing delay (log scale)")
 
 
 def gpu_num_cdf_figure(df: pl.DataFrame, weight: str = "jobs") -> go.Figure:
@@ -453,7 +511,7 @@ def gpu_num_cdf_figure(df: pl.DataFrame, weight: str = "jobs") -> go.Figure:
     fig.update_xaxes(type="category")
     fig.update_yaxes(range=[0, 101], ticksuffix=" %")
     share = "jobs" if weight == "jobs" else "GPU time"
-    return style(fig, title, "GPUs requested", f"cumulative share of {share} (%)")
+    return style(fig, title, "GPUs requested", f"share of {share} (%)")
 
 
 def final_state_figure(df: pl.DataFrame, x: str = "gpu_num", title: str = "Final state by GPUs per job") -> go.Figure:
@@ -507,7 +565,8 @@ def concentration_figure(df: pl.DataFrame, metric: str = "gpu_time") -> go.Figur
         fig.add_vline(x=pct, line={"color": "#9ca3af", "dash": "dot", "width": 1})
     fig.update_xaxes(range=[0, 100], ticksuffix=" %")
     fig.update_yaxes(range=[0, 101], ticksuffix=" %")
-    return style(fig, title, "top users (% of users, by usage)", f"share of {label} (%)")
+    short = {"GPU queueing time": "queueing"}.get(label, label)
+    return style(fig, title, "top users (% of users, by usage)", f"share of {short} (%)")
 
 
 def completion_histogram_figure(df: pl.DataFrame) -> go.Figure:
@@ -544,14 +603,12 @@ def user_jobs_figure(df: pl.DataFrame) -> go.Figure:
                 mode="markers",
                 name=state.lower(),
                 marker={"color": color, "size": (part["gpu_num"].clip(0, 64).sqrt() * 3 + 4).to_list(), "opacity": 0.6},
-                customdata=part.select("job_id", "gpu_num").rows(),
-                hovertemplate="job %{customdata[0]}<br>%{x|%Y-%m-%d %H:%M}<br>%{y:,} s, %{customdata[1]} GPUs"
-                "<extra>%{fullData.name}</extra>",
+                customdata=with_duration_hover(part, "duration").select("job_id", "gpu_num", HOVER_TEXT).rows(),
+                hovertemplate="job %{customdata[0]}<br>%{x|%Y-%m-%d %H:%M}<br>ran %{customdata[2]} on "
+                "%{customdata[1]} GPUs<extra>%{fullData.name}</extra>",
             )
         )
-    fig.update_yaxes(
-        type="log", tickvals=[1, 60, 3600, 86_400, 604_800], ticktext=["1 s", "1 min", "1 h", "1 d", "1 wk"]
-    )
+    duration_axis(fig, 1, max(float(df["duration"].max() or 1), 60), axis="y")
     title = "Jobs over time (size = GPUs)"
     if "of_jobs" in df.columns and df["of_jobs"][0] > df.height:
         title += f": a random {df.height:,} of {df['of_jobs'][0]:,} jobs"
@@ -559,13 +616,14 @@ def user_jobs_figure(df: pl.DataFrame) -> go.Figure:
 
 
 def add_reference_lines(fig: go.Figure, ref: pl.DataFrame, x: str, y: str, group: str = "cluster") -> go.Figure:
-    """Overlay published reference curves (dashed, grey-scale markers) on fig; ref has columns <group>, x, y."""
+    """Overlay published reference curves on fig, dashed in their cluster's colour (COLOR_KEY); ref has columns
+    <group>, x, y."""
 
-    def trace(i: int, name: str) -> dict:
+    def trace(part: pl.DataFrame, name: str) -> dict:
         return {
             "name": f"{name} (published)",
             "mode": "lines",
-            "line": {"color": _color(i), "dash": "dash", "width": 1.5},
+            "line": _line_style(part, name) | {"dash": "dash", "width": 1.5},
             "opacity": 0.8,
             "hovertemplate": "%{x}<br>%{y:.1f}<extra>%{fullData.name}</extra>",
         }

@@ -6,7 +6,9 @@ from typing import Any
 
 import polars as pl
 
+from analytics.queries.jobs import POOLED_HELIOS
 from analytics.reference import CLUSTERS, reference
+from components.charts.figures import COLOR_KEY
 
 # Figure name -> (JSON key, x key in the JSON, x column of the query frame, y column of the query frame).
 CURVES: dict[str, tuple[str, str, str, str]] = {
@@ -46,8 +48,9 @@ FIG4_COLUMNS: tuple[str, ...] = (
 
 
 def reference_curve(figure: str) -> pl.DataFrame:
-    """The published curve(s) matching a figure as columns cluster, <x>, <y> (empty when there is none): one per
-    Helios cluster, and all of them pooled where the paper draws that (Fig 1a)."""
+    """The published curve(s) matching a figure as columns cluster, color_key (the cluster whose colour it takes),
+    <x>, <y> (empty when there is none): one per Helios cluster, and all of them pooled where the paper draws that
+    (Fig 1a)."""
     if figure not in CURVES:
         return pl.DataFrame()
     key, x_key, x_col, y_col = CURVES[figure]
@@ -56,11 +59,14 @@ def reference_curve(figure: str) -> pl.DataFrame:
     if not block:
         return pl.DataFrame()
     xs = [str(x) for x in block[x_key]] if x_col == "x_gpus" else list(block[x_key])
-    series = [(f"Helios {c}", block[c]) for c in CLUSTERS if c in block]
+    series = [(f"Helios {c}", c, block[c]) for c in CLUSTERS if c in block]
     pooled_key, pooled = POOLED.get(figure, ("", ""))
     if pooled and pooled in ref.get(pooled_key, {}):
-        series.append((f"{pooled} (Fig 1a)", ref[pooled_key][pooled]))
-    frames = [pl.DataFrame({"cluster": [n] * len(xs), x_col: xs, y_col: [float(v) for v in ys]}) for n, ys in series]
+        series.append((f"{pooled} (Fig 1a)", POOLED_HELIOS, ref[pooled_key][pooled]))
+    frames = [
+        pl.DataFrame({"cluster": [n] * len(xs), COLOR_KEY: [key] * len(xs), x_col: xs, y_col: [float(v) for v in ys]})
+        for n, key, ys in series
+    ]
     return pl.concat(frames) if frames else pl.DataFrame()
 
 

@@ -186,20 +186,57 @@ def vc_fig4(spec: Spec) -> pl.DataFrame:
     return df.join(published, on="vc", how="left").sort("pub_order") if published.height else df
 
 
+COMPARE_DASHES: tuple[str | None, ...] = (None, "dot", "dashdot", "longdashdot")  # one per compared dataset
+
+
+def compare_pick(dataset: str, cluster: str) -> str:
+    """The Compare page's name of one cluster of one dataset ('<dataset>/<cluster>', as in its URL)."""
+    return f"{dataset}/{cluster}"
+
+
+def _compare_one(
+    state: dict[str, Any], name: str, picks: list[str] | None, query: str, needs: tuple[str, ...], **kwargs: Any
+) -> pl.DataFrame:
+    """The query on dataset name's picked clusters (every cluster when picks is None) without the view's
+    dataset-specific filters; empty when none is picked or the dataset lacks what it needs."""
+    known = access.cluster_names(name)
+    wanted = [c for c in known if picks is None or compare_pick(name, c) in picks]
+    if not wanted or access.missing_feature(name, needs):
+        return pl.DataFrame()
+    clusters = [] if wanted == known else wanted  # the whole dataset: answered from its rollups
+    view = {**state, "dataset": name, "clusters": clusters, "vcs": [], "users": [], "start": None, "end": None}
+    return access.query(query, view, **kwargs)
+
+
 def compare_frames(spec: Spec, query: str, needs: tuple[str, ...] = (), **kwargs: Any) -> pl.DataFrame:
-    """One query on every compared dataset having the needed features, clusters relabelled '<dataset> <cluster>'."""
+    """One query on every compared dataset having the needed features, restricted to the picked clusters
+    (spec["clusters"]: compare_pick names; all when absent), clusters relabelled '<dataset> <cluster>', coloured by
+    their cluster and dashed by dataset."""
     frames = []
-    for name in spec.get("datasets") or [spec["state"]["dataset"]]:
-        state = {**spec["state"], "dataset": name, "clusters": [], "vcs": [], "users": [], "start": None, "end": None}
+    picks = spec.get("clusters")
+    for i, name in enumerate(spec.get("datasets") or [spec["state"]["dataset"]]):
         try:
-            if access.missing_feature(name, needs):
-                continue
-            df = access.query(query, state, **kwargs)
+            df = _compare_one(spec["state"], name, picks, query, needs, **kwargs)
         except DatasetError:
             continue
         if not df.is_empty():
-            frames.append(df.with_columns((pl.lit(name + " ") + pl.col("cluster").cast(pl.String)).alias("cluster")))
+            frames.append(
+                df.with_columns(
+                    pl.col("cluster").cast(pl.String).alias(figures.COLOR_KEY),
+                    pl.lit(COMPARE_DASHES[i % len(COMPARE_DASHES)], dtype=pl.String).alias(figures.LINE_DASH),
+                    (pl.lit(name + " ") + pl.col("cluster").cast(pl.String)).alias("cluster"),
+                )
+            )
     return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
+def drawn_references(ref: pl.DataFrame, df: pl.DataFrame) -> pl.DataFrame:
+    """The published curves of the clusters drawn (with the pooled one), or all of them when no Helios cluster is."""
+    drawn = set(df[figures.COLOR_KEY].to_list()) if figures.COLOR_KEY in df.columns else set()
+    keys = set(ref[figures.COLOR_KEY].to_list())
+    if not drawn & (keys - {POOLED_HELIOS}):
+        return ref
+    return ref.filter(pl.col(figures.COLOR_KEY).is_in(list(drawn | {POOLED_HELIOS})))
 
 
 def _compare_build(figure: str, build: Callable[[pl.DataFrame], go.Figure], x: str, y: str):
@@ -207,7 +244,7 @@ def _compare_build(figure: str, build: Callable[[pl.DataFrame], go.Figure], x: s
         fig = build(df)
         ref = reference.reference_curve(figure)
         if overlay and not df.is_empty() and not ref.is_empty():
-            figures.add_reference_lines(fig, ref, x, y)
+            figures.add_reference_lines(fig, drawn_references(ref, df), x, y)
         return fig
 
     return draw

@@ -9,7 +9,8 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from analytics import store
-from analytics.ingest.quality import summary_lines
+from analytics.capabilities import COLUMN_WORDS
+from analytics.ingest.quality import KIND_DESCRIPTIONS
 from components.datasets import uploads
 from components.server.auth import has_role
 from components.server.background import poll_interval_ms
@@ -132,8 +133,38 @@ def ingest_job(set_progress, request: dict[str, Any] | None, settings: Settings)
         uploads.discard_staged(request, settings.cache_dir)
         return _alert(f"upload failed, nothing was changed: {exc}", "danger")
     done = _alert(f"dataset {dataset.name} is ready (version {dataset.version}); reload the page to see it", "success")
-    lines = summary_lines(dataset.meta["quality"]) if dataset.meta.get("quality") else ["no quality report"]
-    return html.Div([done, html.H6("Data quality", className="mt-2"), html.Ul([html.Li(x) for x in lines])])
+    return html.Div([done, html.H6("Data quality", className="mt-2"), quality_list(dataset.meta.get("quality"))])
+
+
+ISSUE_ACTIONS: dict[str, str] = {"dropped": "left out", "kept": "kept", "fixed": "corrected"}
+
+
+def _issue_text(kind: str, issue: dict[str, Any]) -> str:
+    """One kind of data problem in words: how many, what, what was done, and a first example (file name only)."""
+    what = issue.get("description") or KIND_DESCRIPTIONS.get(kind, kind.replace("_", " "))
+    action = ISSUE_ACTIONS.get(str(issue.get("action")), str(issue.get("action")))
+    text = f"{issue['count']:,} × {what}: {action}"
+    example = (issue.get("examples") or [None])[0]
+    if isinstance(example, dict):
+        text += f" (e.g. {Path(str(example.get('file', ''))).name} row {example.get('row')}: {example.get('detail')})"
+    return text + "."
+
+
+def quality_list(quality: Any) -> html.Ul | html.P:
+    """The ingest's data-quality report in plain words: rows read and kept, each kind of problem and what was done,
+    values missing per field (no raw report, no server paths)."""
+    if not isinstance(quality, dict) or not quality:
+        return html.P("No data-quality report recorded.", className="text-muted small mb-0")
+    items = [html.Li(f"{quality.get('rows_in', 0):,} rows read, {quality.get('rows_out', 0):,} kept.")]
+    for kind, issue in (quality.get("issues") or {}).items():
+        if isinstance(issue, dict) and issue.get("count"):
+            items.append(html.Li(_issue_text(kind, issue)))
+    absent = set(quality.get("absent_columns") or [])
+    missing = {c: n for c, n in (quality.get("null_counts") or {}).items() if n and c not in absent}
+    if missing:
+        text = "; ".join(f"{n:,} without {COLUMN_WORDS.get(c, c)}" for c, n in missing.items())
+        items.append(html.Li(f"Jobs with a missing value: {text}."))
+    return html.Ul(items, className="small mb-1")
 
 
 def ask_delete(n_clicks: int | None, name: str | None):

@@ -17,6 +17,7 @@ from analytics.store import Dataset
 from components.datasets import access
 from components.explorer import export
 from components.server.cache import cached
+from components.shell import tables
 
 SPEC = "jobs-spec"
 GRID = "jobs-grid"
@@ -31,13 +32,15 @@ HEADERS: dict[str, str] = {
     "submit_time": "submitted",
     "start_time": "started",
     "end_time": "ended",
-    "duration": "duration (s)",
-    "queue": "queue (s)",
+    "duration": "duration",
+    "queue": "queue",
 }
+HUMAN_KINDS: dict[str, str] = {"duration": "duration", "queue": "duration"}
 
 
-def column_defs() -> list[dict[str, Any]]:
-    """AG Grid column definitions with readable headers and the right filter per column type."""
+def column_defs(dataset: str = "") -> list[dict[str, Any]]:
+    """AG Grid column definitions with readable headers and the right filter per column type; durations in human
+    units (sorted and filtered in seconds, exact on hover); job ids link to their job page."""
     defs = []
     for col in explorer_queries.COLUMNS:
         kind = "agNumberColumnFilter" if col in explorer_queries.NUMBER_COLUMNS else "agTextColumnFilter"
@@ -45,8 +48,10 @@ def column_defs() -> list[dict[str, Any]]:
             kind = "agDateColumnFilter"
         filter_params = {"maxNumConditions": 1, "buttons": ["reset"]}
         width = 170 if col in explorer_queries.DATE_COLUMNS else 135 if col in ("state", "job_name") else 110
+        human = tables.column(col, HEADERS.get(col, col), HUMAN_KINDS[col]) if col in HUMAN_KINDS else {}
         defs.append(
-            {
+            human
+            | {
                 "field": col,
                 "headerName": HEADERS.get(col, col),
                 "filter": kind,
@@ -54,6 +59,8 @@ def column_defs() -> list[dict[str, Any]]:
                 "minWidth": width,
             }
         )
+    job_id = next(d for d in defs if d["field"] == "job_id")
+    job_id |= {"cellRenderer": "HeliosJobLink", "cellRendererParams": {"dataset": dataset}}
     return defs
 
 
@@ -71,7 +78,8 @@ def page_rows(ds: Dataset, flt: JobFilter, request: dict[str, Any]) -> tuple[lis
 
 
 def _json_rows(df: pl.DataFrame) -> list[dict[str, Any]]:
-    return df.with_columns(pl.col(c).dt.strftime("%Y-%m-%d %H:%M:%S") for c in explorer_queries.DATE_COLUMNS).to_dicts()
+    dated = df.with_columns(pl.col(c).dt.strftime("%Y-%m-%d %H:%M:%S") for c in explorer_queries.DATE_COLUMNS)
+    return tables.human_rows(dated, HUMAN_KINDS)
 
 
 def section(state: dict[str, Any]) -> html.Div:
@@ -98,7 +106,7 @@ def section(state: dict[str, Any]) -> html.Div:
             ),
             dag.AgGrid(
                 id=GRID,
-                columnDefs=column_defs(),
+                columnDefs=column_defs(state["dataset"]),
                 defaultColDef={"sortable": True, "resizable": True, "minWidth": 90, "flex": 1},
                 rowModelType="infinite",
                 dashGridOptions={
@@ -109,6 +117,7 @@ def section(state: dict[str, Any]) -> html.Div:
                     "pagination": True,
                     "paginationPageSize": 100,
                     "paginationPageSizeSelector": False,
+                    "tooltipShowDelay": 300,
                 },
                 style={"height": "520px", "width": "100%"},
             ),

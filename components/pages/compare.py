@@ -9,6 +9,7 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, State, html, no_update
 
 from analytics.filters import page_params, parse_query, to_query
+from analytics.store import DatasetError
 from components.charts import reference
 from components.charts import registry as charts
 from components.datasets import access
@@ -19,6 +20,7 @@ from components.shell.layout import page_layout
 dash.register_page(__name__, path="/compare", name="Compare", title="Helios Dashboard · Compare", order=4)
 
 DATASETS = "compare-datasets"
+CLUSTERS = "compare-clusters"
 OVERLAY = "compare-overlay"
 FIGURES: tuple[str, ...] = tuple(charts.COMPARE_CHARTS)
 
@@ -29,10 +31,32 @@ def chosen(params: dict[str, Any], names: list[str]) -> tuple[list[str], bool]:
     return (wanted if "cmp" in params else names[:4]), params.get("ref") == "1"
 
 
+def cluster_options(datasets: list[str]) -> list[str]:
+    """Every cluster of the chosen datasets, as '<dataset>/<cluster>'."""
+    return [charts.compare_pick(name, c) for name in datasets for c in _clusters(name)]
+
+
+def _clusters(name: str) -> list[str]:
+    try:
+        return access.cluster_names(name)
+    except DatasetError:
+        return []
+
+
+def chosen_clusters(params: dict[str, Any], options: list[str]) -> list[str]:
+    """The clusters to draw (URL `cmpc`, '<dataset>/<cluster>' names; every cluster when absent)."""
+    if "cmpc" not in params:
+        return options
+    return [c for c in str(params["cmpc"]).split(",") if c in options]
+
+
 def body(state: dict[str, Any], params: dict[str, Any]) -> list:
-    """The dataset and overlay controls and the comparison cards for a filter state and the page's parameters."""
+    """The dataset, cluster and overlay controls and the comparison cards for a filter state and the page's
+    parameters."""
     names = access.dataset_names()
     picked, overlay = chosen(params, names)
+    options = cluster_options(picked)
+    clusters = chosen_clusters(params, options)
     has_reference = bool(reference.load_reference())
     controls_row = dbc.Row(
         [
@@ -40,6 +64,13 @@ def body(state: dict[str, Any], params: dict[str, Any]) -> list:
                 [
                     dbc.Label("Datasets", className="small text-muted mb-0"),
                     dbc.Checklist(id=DATASETS, options=names, value=picked, inline=True),
+                    dbc.Label("Clusters", className="small text-muted mb-0 mt-1 d-block"),
+                    dbc.Checklist(
+                        id=CLUSTERS,
+                        options=[{"label": o.replace("/", " "), "value": o} for o in options],
+                        value=clusters,
+                        inline=True,
+                    ),
                 ],
                 xs=12,
                 md=8,
@@ -58,36 +89,53 @@ def body(state: dict[str, Any], params: dict[str, Any]) -> list:
         ],
         className="mb-2",
     )
-    return [controls_row, html.Div(cards(state, picked, overlay and has_reference))]
+    picks = None if clusters == options else clusters
+    return [controls_row, html.Div(cards(state, picked, picks, overlay and has_reference))]
 
 
 layout = page_layout(
     "Compare",
-    "Every cluster of the chosen datasets on the same axes (job-kind, state and GPU filters apply; cluster, VC, "
-    "user and date filters do not, since they differ between datasets). The overlay draws the values "
-    "published for the real Helios trace (Hu et al., SC'21) as dashed lines.",
+    "The chosen clusters of the chosen datasets on the same axes, each cluster in its own colour on every page "
+    "(a second dataset's lines dotted; job-kind, state and GPU filters apply; VC, user and date filters do not, "
+    "since they differ between datasets). The overlay draws the values published for the real Helios trace "
+    "(Hu et al., SC'21) as dashed lines in their cluster's colour.",
     body,
 )
 
 
-def cards(state: dict[str, Any], datasets: list[str], overlay: bool) -> list:
-    """The comparison figure cards for the chosen datasets."""
+def cards(state: dict[str, Any], datasets: list[str], clusters: list[str] | None, overlay: bool) -> list:
+    """The comparison figure cards for the chosen datasets and clusters (None: all of them)."""
     if not datasets:
         return [dbc.Alert("Choose at least one dataset to compare.", color="info")]
-    extra = {"datasets": list(datasets), "overlay": bool(overlay)}
+    if clusters == []:
+        return [dbc.Alert("Choose at least one cluster to compare.", color="info")]
+    extra = {"datasets": list(datasets), "overlay": bool(overlay)} | (
+        {} if clusters is None else {"clusters": clusters}
+    )
     made = [figure_card("cmp_" + name, state, extra=extra) for name in FIGURES]
     return [grid(made[i : i + 2]) for i in range(0, len(made), 2)]
 
 
-def compare_url(datasets: list[str] | None, overlay: bool, search: str | None):
-    """The URL query with the compared datasets and the overlay switch written into it (no update when the URL
-    already says so: a new URL redraws the whole page)."""
-    params = page_params(search)
-    if (list(datasets or []), bool(overlay)) == chosen(params, access.dataset_names()):
-        return no_update
+def compare_url(datasets: list[str] | None, clusters: list[str] | None, overlay: bool, search: str | None):
+    """The URL query with the compared datasets, their drawn clusters (when not all; after a change of datasets,
+    all) and the overlay switch; no update when the URL already says so (a new URL draws the whole page again)."""
     state, _ = parse_query(search)
-    extra = {**params, "cmp": ",".join(datasets or [])}
-    extra.pop("ref", None)
+    before = page_params(search)
+    picked, ref = chosen(before, access.dataset_names())
+    if [picked, chosen_clusters(before, cluster_options(picked)), ref] == [
+        datasets or [],
+        clusters or [],
+        bool(overlay),
+    ]:
+        return no_update
+    datasets_changed = picked != (datasets or [])
+    extra = {**before, "cmp": ",".join(datasets or [])}
+    for key in ("ref", "cmpc"):
+        extra.pop(key, None)
+    options = cluster_options(datasets or [])
+    kept = [c for c in clusters or [] if c in options]
+    if kept != options and not datasets_changed:
+        extra["cmpc"] = ",".join(kept)
     if overlay:
         extra["ref"] = "1"
     return to_query(state, extra)
@@ -98,6 +146,7 @@ def register_callbacks(app: Dash) -> None:
     app.callback(
         Output(controls.URL, "search", allow_duplicate=True),
         Input(DATASETS, "value"),
+        Input(CLUSTERS, "value"),
         Input(OVERLAY, "value"),
         State(controls.URL, "search"),
         prevent_initial_call=True,

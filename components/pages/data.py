@@ -1,8 +1,9 @@
-"""Data page: the datasets present, their period, size, source, attribution and data-quality report."""
+"""Data page, in plain words: each dataset's size, time span and clusters, what its jobs record and lack, which pages
+and experiments work with it, its data quality and attribution; the admin's upload and delete."""
 
 from __future__ import annotations
 
-import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +11,16 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
-from analytics.capabilities import ABSENT, DERIVED, REAL, capabilities, capacity_disabled
-from analytics.ingest.quality import summary_lines
+from analytics.capabilities import ABSENT, COLUMN_WORDS, DERIVED, REAL, capabilities, capacity_disabled
 from analytics.store import Dataset
 from components.datasets import access
 from components.datasets import admin as data_admin
 from components.server.auth import has_role
+from components.shell import tables
 from components.shell.controls import page_header
 
-dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard · Data", order=5)
+# filters=False: the page lists every dataset; the shell hides the global filter bar
+dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard · Data", order=5, filters=False)
 
 
 def folder_size_bytes(path: Path) -> int:
@@ -26,58 +28,99 @@ def folder_size_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def human_bytes(n: float) -> str:
-    """A byte count as B, KiB, MiB or GiB."""
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+# What each source format is, in plain words (the format ids are the ingest's `--format` names).
+FORMAT_NAMES: dict[str, str] = {
+    "helios": "the Helios trace (SenseTime's GPU datacenter, SC'21)",
+    "helios-synth": "a synthetic trace shaped like Helios (generated, not recorded)",
+    "synthetic": "a synthetic trace (generated, not recorded)",
+    "philly": "the Microsoft Philly job list (2017)",
+    "alibaba-openb": "the Alibaba GPU cluster pod list (openb, 2023)",
+    "slurm": "Slurm accounting records (sacct)",
+    "csv": "a scheduler's job records read through a column mapping",
+}
+REVISION_HINT = "changes whenever the data changes; saved results are kept per revision"
 
 
-def _text(value: Any) -> str:
-    if value is None or value == "" or value == [] or value == {}:
-        return "–"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {v}" for k, v in value.items())
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
-    return str(value)
+def _muted(text: str) -> html.Span:
+    return html.Span(text, className="text-muted")
 
 
-def _count(value: Any) -> str:
-    if isinstance(value, dict):
-        return "(" + ", ".join(f"{k} {_count(v)}" for k, v in value.items()) + ")"
-    return f"{value:,}" if isinstance(value, int) else str(value)
+def _words(columns: list[str]) -> str:
+    return ", ".join(COLUMN_WORDS.get(c, c.replace("_", " ")) for c in columns) or "none"
 
 
-def _row_counts(meta: dict[str, Any]) -> str:
+def _day(stamp: Any) -> str:
+    return str(stamp)[:10] if stamp else "not in this trace"
+
+
+def span_line(meta: dict[str, Any], size_bytes: int) -> html.P:
+    """The dataset in one line: jobs, clusters, time span and size on disk, each exact on hover."""
     counts = meta.get("row_counts") or {}
-    if isinstance(counts, dict):
-        return "; ".join(f"{k.replace('_', ' ')}: {_count(v)}" for k, v in counts.items()) or "–"
-    return _text(counts)
+    period = meta.get("period") or {}
+    n_clusters = len(meta.get("clusters") or [])
+    plural = "" if n_clusters == 1 else "s"
+    parts: list = [tables.human("count", counts.get("jobs")), f" jobs on {n_clusters} cluster{plural}, submitted "]
+    if period.get("start") and period.get("end"):
+        start, end = datetime.fromisoformat(period["start"]), datetime.fromisoformat(period["end"])
+        parts += [f"{start:%d %b %Y} → {end:%d %b %Y} (", tables.human("duration", (end - start).total_seconds()), ")"]
+    else:
+        parts.append("at times not in this trace")
+    parts += ["; ", tables.human("size", size_bytes), " on disk."]
+    return html.P(parts, className="mb-2 data-span")
 
 
-def _period(meta: dict[str, Any]) -> str:
-    period = meta.get("period")
-    if isinstance(period, dict) and {"start", "end"} <= set(period):
-        return f"{period['start']} → {period['end']}"
-    return _text(period)
+def _per_cluster(meta: dict[str, Any]) -> list:
+    per = (meta.get("row_counts") or {}).get("jobs_per_cluster") or {}
+    out: list = []
+    for cluster, n in per.items():
+        out += [", " if out else "", f"{cluster} ", tables.human("count", n)]
+    return out or [_muted("–")]
 
 
-def quality_block(quality: Any) -> html.Div:
-    """The data-quality report of a dataset: its summary lines, with the full report folded below."""
-    if not quality:
-        return html.P("No data-quality report recorded.", className="text-muted small mb-0")
-    try:
-        lines = summary_lines(quality)
-    except (KeyError, TypeError, IndexError):
-        lines = ["(report in an unexpected format, shown in full below)"]
-    raw = html.Details(
-        [html.Summary("full report", className="small"), html.Pre(json.dumps(quality, indent=2, default=str))],
-        className="quality-json small",
-    )
-    return html.Div([html.Ul([html.Li(line) for line in lines], className="small mb-1"), raw])
+def _source(meta: dict[str, Any]) -> str:
+    """Where the jobs come from, without server paths: the file's name, or how they were generated."""
+    generator = meta.get("generator")
+    if isinstance(generator, dict):
+        return f"generated (seed {generator.get('seed')}, scale {generator.get('scale')})"
+    source = str(meta.get("source") or "")
+    return Path(source).name if source else "–"
+
+
+def _capacity(meta: dict[str, Any]) -> str:
+    disabled = capacity_disabled(meta)
+    if disabled:
+        return "none given, so these views are disabled: " + "; ".join(disabled)
+    if meta.get("capacity_scope") == "cluster" and meta.get("total_gpus"):
+        return f"{meta['total_gpus']:,} GPUs for the whole cluster (not per virtual cluster)"
+    days = (meta.get("row_counts") or {}).get("vc_gpus")
+    return "GPUs of each virtual cluster, day by day" + (f" ({days:,} VC-days)" if isinstance(days, int) else "")
+
+
+def _last_refresh(meta: dict[str, Any]) -> str:
+    refreshes = meta.get("refreshes") or []
+    if not refreshes:
+        return "never (written once)"
+    last = refreshes[-1]
+    return f"{last.get('at')} from {Path(str(last.get('source') or '')).name} ({len(refreshes)} refreshes)"
+
+
+def facts_list(ds: Dataset) -> html.Dl:
+    """The dataset's facts in plain words: kind, jobs per cluster, newest record, refresh, capacity, source."""
+    meta = ds.meta
+    fmt = str(meta.get("format") or "")
+    facts = [
+        ("what it is", FORMAT_NAMES.get(fmt, f"a trace in the “{fmt}” format")),
+        ("jobs per cluster", _per_cluster(meta)),
+        ("newest record", access.data_as_of(ds.name) or "–"),
+        ("last refresh", _last_refresh(meta)),
+        ("GPU capacity", _capacity(meta)),
+        ("source file", _source(meta)),
+        (
+            "revision",
+            html.Span(ds.version, title="changes whenever the data changes; saved results are kept per revision"),
+        ),
+    ]
+    return html.Dl([el for k, v in facts for el in (html.Dt(k), html.Dd(v))], className="stat-list small")
 
 
 def _works_list(caps: dict[str, Any]) -> html.Ul:
@@ -85,88 +128,63 @@ def _works_list(caps: dict[str, Any]) -> html.Ul:
     items = []
     for page, problem in caps["pages"].items():
         mark = html.Span("✗ " if problem else "✓ ", className="text-danger" if problem else "text-success")
-        items.append(html.Li([mark, html.B(page), f": {problem}" if problem else ""]))
+        items.append(html.Li([mark, html.B(page), f": not available, {problem}" if problem else ""]))
     return html.Ul(items, className="small list-unstyled mb-2 works-with")
 
 
-def _columns_line(caps: dict[str, Any]) -> html.Div:
-    """The job columns grouped by status: real, derived (with how, on hover) and absent."""
+def contents_list(caps: dict[str, Any]) -> html.Ul:
+    """What the jobs record: the fields read from the source, those computed (how, on hover) and those it lacks."""
     cols = caps["columns"]
 
-    def names(status: str) -> list:
-        return [
-            html.Span(c, title=cols[c]["note"], className=f"col-{status} me-2")
-            for c in cols
-            if cols[c]["status"] == status
-        ]
+    def of(status: str) -> list[str]:
+        return [c for c in cols if cols[c]["status"] == status]
 
-    return html.Div(
+    derived = [html.Span(COLUMN_WORDS.get(c, c), title=cols[c]["note"], className="col-derived") for c in of(DERIVED)]
+    joined = [el for i, span in enumerate(derived) for el in ((", ",) if i else ()) + (span,)]
+    return html.Ul(
         [
-            html.Div([html.Span("real: ", className="text-muted"), *names(REAL)]),
-            html.Div([html.Span("derived: ", className="text-muted"), *(names(DERIVED) or ["none"])]),
-            html.Div([html.Span("not in this trace: ", className="text-muted"), *(names(ABSENT) or ["none"])]),
+            html.Li([html.B("recorded: "), _words(of(REAL))]),
+            html.Li([html.B("computed from other fields: "), *(joined or ["none"])]),
+            html.Li([html.B("not in this trace: "), _words(of(ABSENT))]),
         ],
         className="small mb-2 columns-status",
     )
 
 
-def _capacity(meta: dict[str, Any]) -> str:
-    disabled = capacity_disabled(meta)
-    if disabled:
-        return "none given, so these views are disabled: " + "; ".join(disabled)
-    return _text(meta.get("capacity_source"))
-
-
-def _last_refresh(meta: dict[str, Any]) -> str:
-    refreshes = meta.get("refreshes") or []
-    if not refreshes:
-        return "–"
-    last = refreshes[-1]
-    return f"{last.get('at')} from {last.get('source')} ({len(refreshes)} refreshes logged)"
-
-
 def dataset_card(ds: Dataset) -> dbc.Card:
-    """Everything known about one dataset."""
+    """Everything known about one dataset, in plain words."""
     meta = ds.meta
-    facts = [
-        ("source", _text(meta.get("source"))),
-        ("format", _text(meta.get("format"))),
-        ("clusters", _text(meta.get("clusters"))),
-        ("period", _period(meta)),
-        ("data as of", _text(access.data_as_of(ds.name))),
-        ("last refresh", _last_refresh(meta)),
-        ("GPU capacity", _capacity(meta)),
-        ("rows", _row_counts(meta)),
-        ("size on disk", human_bytes(folder_size_bytes(ds.path))),
-        ("version", ds.version),
-    ]
+    caps = capabilities(meta)
     return dbc.Card(
         [
             dbc.CardHeader(html.H5(ds.name, className="mb-0")),
             dbc.CardBody(
                 [
-                    html.Dl(
-                        [el for k, v in facts for el in (html.Dt(k), html.Dd(v))],
-                        className="stat-list small",
-                    ),
+                    span_line(meta, folder_size_bytes(ds.path)),
+                    facts_list(ds),
                     html.H6("Works with"),
-                    _works_list(capabilities(meta)),
-                    html.H6("Columns"),
-                    _columns_line(capabilities(meta)),
-                    html.H6("Attribution"),
-                    dcc.Markdown(_text(meta.get("attribution")), className="small"),
+                    _works_list(caps),
+                    html.H6("What the jobs record"),
+                    contents_list(caps),
                     html.H6("Data quality"),
-                    quality_block(meta.get("quality")),
+                    data_admin.quality_list(meta.get("quality")),
+                    html.H6("Attribution"),
+                    dcc.Markdown(str(meta.get("attribution") or "–"), className="small"),
                 ]
             ),
         ],
         className="mb-3 shadow-sm",
+        id=f"dataset-{ds.name}",
     )
 
 
 def layout(**_params: Any) -> html.Div:
     """The data page (it ignores the filters)."""
-    header = page_header("Data", "The datasets in the data folder, where they come from and how clean they are.")
+    header = page_header(
+        "Data",
+        "The datasets you can look at: how big they are, what time they cover, what their jobs record and lack, "
+        "and so which pages and what-if experiments work with each.",
+    )
     datasets = access.list_datasets()
     admin = [data_admin.section([d.name for d in datasets]) if has_role("admin") else data_admin.placeholders()]
     if not datasets:

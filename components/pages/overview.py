@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 import polars as pl
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
 
 from components.charts import registry as charts
+from components.charts import units
 from components.datasets import access
 from components.server import cache as query_cache
+from components.shell import tables
 from components.shell.layout import page_layout
 
 dash.register_page(__name__, path="/", name="Overview", title="Helios Dashboard · Overview", order=0)
@@ -22,34 +23,35 @@ CARDS = "overview-cards"
 TABLE = "overview-table"
 CSV = "overview-csv"
 UTIL = "overview-util"
-SUMMARY_HEADERS: dict[str, str] = {
-    "id": "cluster",
-    "gpu_num": "GPUs",
-    "job_num": "jobs",
-    "cpu_job_num": "CPU jobs",
-    "gpu_job_num": "GPU jobs",
-    "avg_run_time_cpu": "mean CPU-job run (s)",
-    "avg_run_time_gpu": "mean GPU-job run (s)",
-    "avg_que_time_cpu": "mean CPU-job queue (s)",
-    "avg_que_time_gpu": "mean GPU-job queue (s)",
-    "avg_gpu_num": "mean GPUs per GPU job",
-    "med_run_time_cpu": "median CPU-job run (s)",
-    "med_run_time_gpu": "median GPU-job run (s)",
-    "med_que_time_cpu": "median CPU-job queue (s)",
-    "med_que_time_gpu": "median GPU-job queue (s)",
-    "med_gpu_num": "median GPUs per GPU job",
-    "complete_rate": "completed (fraction)",
-    "cancel_rate": "cancelled (fraction)",
-    "fail_rate": "failed (fraction)",
-    "complete_rate_cpu": "CPU completed (fraction)",
-    "cancel_rate_cpu": "CPU cancelled (fraction)",
-    "fail_rate_cpu": "CPU failed (fraction)",
-    "complete_rate_gpu": "GPU completed (fraction)",
-    "cancel_rate_gpu": "GPU cancelled (fraction)",
-    "fail_rate_gpu": "GPU failed (fraction)",
-    "complete_gpu_time": "completed GPU time (GPU·s)",
-    "cancel_gpu_time": "cancelled GPU time (GPU·s)",
-    "fail_gpu_time": "failed GPU time (GPU·s)",
+# column -> (header, units kind); fractions are shown as percentages
+SUMMARY_COLUMNS: dict[str, tuple[str, str | None]] = {
+    "id": ("cluster", None),
+    "gpu_num": ("GPUs", "count"),
+    "job_num": ("jobs", "count"),
+    "cpu_job_num": ("CPU jobs", "count"),
+    "gpu_job_num": ("GPU jobs", "count"),
+    "avg_run_time_cpu": ("mean CPU-job run", "duration"),
+    "avg_run_time_gpu": ("mean GPU-job run", "duration"),
+    "avg_que_time_cpu": ("mean CPU-job queue", "duration"),
+    "avg_que_time_gpu": ("mean GPU-job queue", "duration"),
+    "avg_gpu_num": ("mean GPUs per GPU job", "count"),
+    "med_run_time_cpu": ("median CPU-job run", "duration"),
+    "med_run_time_gpu": ("median GPU-job run", "duration"),
+    "med_que_time_cpu": ("median CPU-job queue", "duration"),
+    "med_que_time_gpu": ("median GPU-job queue", "duration"),
+    "med_gpu_num": ("median GPUs per GPU job", "count"),
+    "complete_rate": ("completed", "percent"),
+    "cancel_rate": ("cancelled", "percent"),
+    "fail_rate": ("failed", "percent"),
+    "complete_rate_cpu": ("CPU jobs completed", "percent"),
+    "cancel_rate_cpu": ("CPU jobs cancelled", "percent"),
+    "fail_rate_cpu": ("CPU jobs failed", "percent"),
+    "complete_rate_gpu": ("GPU jobs completed", "percent"),
+    "cancel_rate_gpu": ("GPU jobs cancelled", "percent"),
+    "fail_rate_gpu": ("GPU jobs failed", "percent"),
+    "complete_gpu_time": ("completed GPU time", "gpu_time"),
+    "cancel_gpu_time": ("cancelled GPU time", "gpu_time"),
+    "fail_gpu_time": ("failed GPU time", "gpu_time"),
 }
 
 
@@ -58,20 +60,12 @@ def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
     return [
         dcc.Store(id=SPEC, data=state),
         dcc.Loading(html.Div(id=CARDS, className="mb-3"), type="dot", delay_show=150),
-        html.Div(
-            [
-                html.H5("Cluster summary", className="mb-0 me-auto"),
-                dbc.Button("CSV", id=CSV, size="sm", color="secondary", outline=True),
-            ],
-            className="d-flex align-items-center mb-2",
-        ),
-        dag.AgGrid(
-            id=TABLE,
-            columnDefs=[],
-            rowData=[],
-            defaultColDef={"resizable": True, "sortable": True, "wrapHeaderText": True, "autoHeaderHeight": True},
-            dashGridOptions={"domLayout": "autoHeight", "suppressCellFocus": True},
-            csvExportParams={"fileName": "helios-cluster-summary.csv"},
+        tables.table_header("Cluster summary", CSV),
+        tables.data_grid(
+            TABLE,
+            [],
+            "helios-cluster-summary.csv",
+            dashGridOptions={"domLayout": "autoHeight"},
             style={"width": "100%"},
         ),
     ]
@@ -118,10 +112,6 @@ def mean_utilization(state: dict[str, Any]) -> dict[str, float]:
     return dict(means.iter_rows())
 
 
-def _fmt(value: Any, pattern: str) -> str:
-    return "–" if value is None else pattern.format(value)
-
-
 def _absent(problem: str) -> html.Span:
     return html.Span("not in this trace", title=problem, className="text-muted not-in-trace")
 
@@ -134,17 +124,17 @@ def _card(row: dict[str, Any], caps: dict[str, Any]) -> dbc.Card:
 
     util = html.Span("…", id={"type": UTIL, "cluster": row["cluster"]})
     items = [
-        ("GPUs", _fmt(row["gpu_num"], "{:,}") if row["gpu_num"] is not None else _absent("no GPU capacity table")),
-        ("jobs", _fmt(row["job_num"], "{:,}")),
-        ("GPU jobs", _fmt(row["gpu_job_num"], "{:,}")),
-        *([("unfinished jobs", _fmt(row["unfinished_jobs"], "{:,}"))] if row["unfinished_jobs"] else []),
-        ("mean GPU utilisation", needs("utilisation", util)),
-        ("active users", needs("users", _fmt(row["active_users"], "{:,}"))),
-        ("completion rate", needs("final_states", _fmt(row["completion_pct"], "{:.1f} %"))),
         (
-            "GPU-hours",
-            needs("durations", _fmt(row["gpu_hours"], "{:,.0f}" if (row["gpu_hours"] or 0) >= 10 else "{:.2f}")),
+            "GPUs",
+            tables.human("count", row["gpu_num"]) if row["gpu_num"] is not None else _absent("no GPU capacity table"),
         ),
+        ("jobs", tables.human("count", row["job_num"])),
+        ("GPU jobs", tables.human("count", row["gpu_job_num"])),
+        *([("unfinished jobs", tables.human("count", row["unfinished_jobs"]))] if row["unfinished_jobs"] else []),
+        ("mean GPU utilisation", needs("utilisation", util)),
+        ("active users", needs("users", tables.human("count", row["active_users"]))),
+        ("completion rate", needs("final_states", tables.human("percent", row["completion_pct"]))),
+        ("GPU time", needs("durations", tables.human("gpu_hours", row["gpu_hours"]))),
     ]
     return dbc.Card(
         dbc.CardBody(
@@ -172,11 +162,17 @@ def render(state: dict[str, Any]):
     caps = access.dataset_capabilities(state["dataset"])
     card_cols = [dbc.Col(_card(r, caps), xs=12, sm=6, xl=3, className="mb-3") for r in cards.to_dicts()]
     row = dbc.Row(card_cols, className="g-3")
-    cols = [
-        {"field": c, "headerName": SUMMARY_HEADERS.get(c, c), "pinned": "left" if c == "id" else None, "minWidth": 110}
-        for c in summary.columns
-    ]
-    return row, cols, summary.to_dicts()
+    return row, *summary_table(summary)
+
+
+def summary_table(summary: pl.DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The summary table's columns and rows: each number in human units over its exact value, rates in %."""
+    rates = [c for c, (_, kind) in SUMMARY_COLUMNS.items() if kind == "percent" and c in summary.columns]
+    summary = summary.with_columns(pl.col(c) * 100 for c in rates)
+    known = {c: SUMMARY_COLUMNS.get(c, (c, None)) for c in summary.columns}
+    cols = [tables.column(c, header, kind, pinned="left" if c == "id" else None) for c, (header, kind) in known.items()]
+    rows = tables.human_rows(summary, {c: kind for c, (_, kind) in known.items() if kind})
+    return cols, rows
 
 
 def fill_utilization(_cards: Any, state: dict[str, Any]) -> list[str]:
@@ -186,7 +182,7 @@ def fill_utilization(_cards: Any, state: dict[str, Any]) -> list[str]:
         means = mean_utilization(state)
     except access.USER_ERRORS:
         return ["–"] * len(ids)
-    return [_fmt(means.get(c), "{:.1f} %") for c in ids]
+    return [units.percent(means.get(c)) for c in ids]
 
 
 def register_callbacks(app: Dash) -> None:
@@ -202,4 +198,4 @@ def register_callbacks(app: Dash) -> None:
         Output(TABLE, "rowData"),
         Input(SPEC, "data"),
     )(render)
-    app.callback(Output(TABLE, "exportDataAsCsv"), Input(CSV, "n_clicks"), prevent_initial_call=True)(lambda _n: True)
+    tables.register_export(app, TABLE, CSV)

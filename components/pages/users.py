@@ -5,13 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-import dash_ag_grid as dag
-import dash_bootstrap_components as dbc
 import polars as pl
 from dash import Dash, Input, Output, dcc, html, no_update
 
 from components.datasets import access
-from components.shell import controls
+from components.shell import controls, tables
 from components.shell.controls import figure_card, grid
 from components.shell.layout import page_layout
 
@@ -21,15 +19,17 @@ SPEC = "users-spec"
 BOARD = "users-board"
 BOARD_CSV = "users-board-csv"
 LEADERBOARD_ROWS = 500
-BOARD_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("user", "user"),
-    ("cluster", "cluster"),
-    ("gpu_hours", "GPU-hours"),
-    ("job_num", "jobs"),
-    ("gpu_job_num", "GPU jobs"),
-    ("mean_gpu_queue_s", "mean GPU-job queue (s)"),
-    ("completion_pct", "GPU jobs completed (%)"),
+# (field, header, units kind or None for text)
+BOARD_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+    ("user", "user", None),
+    ("cluster", "cluster", None),
+    ("gpu_time_s", "GPU time", "gpu_time"),
+    ("job_num", "jobs", "count"),
+    ("gpu_job_num", "GPU jobs", "count"),
+    ("mean_gpu_queue_s", "mean GPU-job queue", "duration"),
+    ("completion_pct", "GPU jobs completed", "percent"),
 )
+BOARD_KINDS: dict[str, str] = {field: kind for field, _, kind in BOARD_COLUMNS if kind}
 
 
 def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
@@ -67,60 +67,38 @@ def user_view(state: dict[str, Any]) -> html.Div:
 
 
 def leaderboard(state: dict[str, Any]) -> html.Div:
-    """The user leaderboard table (top users by GPU-hours)."""
-    cols = [
-        {"field": f, "headerName": h, "sortable": True, "filter": f in ("user", "cluster"), "minWidth": 110}
-        for f, h in BOARD_COLUMNS
-    ]
-    for col in cols[2:]:
-        col["valueFormatter"] = {"function": "params.value == null ? '' : d3.format(',')(params.value)"}
-    cols[0]["cellClass"] = "link-cell"
+    """The user leaderboard table (top users by GPU time): sortable, filterable, paginated, CSV."""
+    cols = [tables.column(field, header, kind) for field, header, kind in BOARD_COLUMNS]
+    cols[0] |= {"cellClass": "link-cell", "headerTooltip": "click a user to open their view"}
     return html.Div(
         [
             dcc.Store(id=SPEC, data=state),
-            html.Div(
-                [
-                    html.H5(f"Leaderboard (top {LEADERBOARD_ROWS} by GPU-hours)", className="mb-0 me-auto"),
-                    dbc.Button("CSV", id=BOARD_CSV, size="sm", color="secondary", outline=True),
-                ],
-                className="d-flex align-items-center mb-2",
-            ),
-            dcc.Loading(
-                dag.AgGrid(
-                    id=BOARD,
-                    columnDefs=cols,
-                    rowData=[],
-                    defaultColDef={"resizable": True, "flex": 1},
-                    dashGridOptions={"pagination": True, "paginationPageSize": 20, "suppressCellFocus": True},
-                    csvExportParams={"fileName": "helios-user-leaderboard.csv"},
-                    style={"height": "480px", "width": "100%"},
-                ),
-                type="dot",
-                delay_show=150,
-            ),
+            tables.table_header(f"Leaderboard (top {LEADERBOARD_ROWS} by GPU time)", BOARD_CSV),
+            dcc.Loading(tables.data_grid(BOARD, cols, "helios-user-leaderboard.csv"), type="dot", delay_show=150),
         ]
     )
 
 
 def leaderboard_rows(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """The leaderboard rows: GPU-hours, jobs, mean GPU-job queue and completion rate per (cluster, user)."""
+    """The leaderboard rows: GPU time, jobs, mean GPU-job queue and completion rate per (cluster, user), each number
+    with its human text and exact hover text."""
     users = access.query("user_table", state)
     if users.is_empty():
         return []
-    return (
+    board = (
         users.select(
             "user",
             "cluster",
-            (pl.col("total_gpu_time") / 3600).round(1).alias("gpu_hours"),
+            pl.col("total_gpu_time").alias("gpu_time_s"),
             "job_num",
             "gpu_job_num",
-            pl.col("avg_gpu_pend_time").round(1).alias("mean_gpu_queue_s"),
-            (pl.col("completed_gpu_percent") * 100).round(1).alias("completion_pct"),
+            pl.col("avg_gpu_pend_time").alias("mean_gpu_queue_s"),
+            (pl.col("completed_gpu_percent") * 100).alias("completion_pct"),
         )
-        .sort("gpu_hours", descending=True)
+        .sort("gpu_time_s", descending=True)
         .head(LEADERBOARD_ROWS)
-        .to_dicts()
     )
+    return tables.human_rows(board, BOARD_KINDS)
 
 
 def fill_board(state: dict[str, Any]):
@@ -146,6 +124,4 @@ def register_callbacks(app: Dash) -> None:
         Input(BOARD, "cellClicked"),
         prevent_initial_call=True,
     )(open_user)
-    app.callback(Output(BOARD, "exportDataAsCsv"), Input(BOARD_CSV, "n_clicks"), prevent_initial_call=True)(
-        lambda _n: True
-    )
+    tables.register_export(app, BOARD, BOARD_CSV)

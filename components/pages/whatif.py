@@ -17,7 +17,8 @@ from components.whatif import callbacks, sweep
 from components.whatif import form as whatif_form
 from components.whatif.state import default_form, form_from_params
 
-dash.register_page(__name__, path="/whatif", name="What-if", title="Helios Dashboard · What-if", order=6)
+# filters=False: the page has its own dataset, cluster and window; the shell hides the global filter bar
+dash.register_page(__name__, path="/whatif", name="What-if", title="Helios Dashboard · What-if", order=6, filters=False)
 
 DEFAULT_WINDOW_DAYS = 7
 
@@ -56,7 +57,7 @@ def layout(**params: Any) -> html.Div:
         )
     as_of = data_as_of(form["dataset"]) if form["dataset"] in names else None
     page = whatif_form.layout(form, names, scope, flat.get("run") == "1", problems, as_of)
-    return html.Div([page, sweep.section()])
+    return html.Div([page, sweep.section(flat)])
 
 
 def register_callbacks(app: Dash) -> None:

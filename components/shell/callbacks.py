@@ -161,6 +161,7 @@ def register(app: Dash) -> None:
         Input(controls.FILTER_STATE, "data"),
         Input(controls.URL, "pathname"),
     )(controls.nav_links)
+    app.callback(Output(controls.FILTER_BAR, "style"), Input(controls.URL, "pathname"))(controls.filter_bar_style)
     # Filters start folded on phones (< 768 px wide) and open elsewhere; the button toggles them.
     app.clientside_callback(
         "function(n, isOpen) { return n ? !isOpen : window.innerWidth >= 768; }",

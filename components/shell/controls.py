@@ -17,6 +17,7 @@ URL = "url"
 URL_ALERT = "url-alert"
 FILTER_STATE = "filter-state"
 NAV_LINKS = "nav-links"
+FILTER_BAR = "filter-bar"
 FILTER_TOGGLE = "filter-toggle"
 FILTER_COLLAPSE = "filter-collapse"
 FILTER_RESET = "filter-reset"
@@ -50,6 +51,12 @@ def pages() -> list[tuple[str, str]]:
     """(path, name) of every registered Dash page, in menu order."""
     registry = sorted(dash.page_registry.values(), key=lambda p: (p.get("order") is None, p.get("order") or 0))
     return [(p["path"], p["name"]) for p in registry]
+
+
+def filter_bar_style(pathname: str | None) -> dict[str, str] | None:
+    """The filter bar hidden on a page registered with filters=False (its own form, or no job filters)."""
+    page = next((p for p in dash.page_registry.values() if p["path"] == pathname), {})
+    return {"display": "none"} if page.get("filters") is False else None
 
 
 def nav_links(state: dict[str, Any], pathname: str | None = "/") -> list:
@@ -128,7 +135,9 @@ def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
     )
     toggle = dbc.Button("Filters", id=FILTER_TOGGLE, color="link", size="sm", className="d-md-none px-0")
     return html.Div(
-        [toggle, dbc.Collapse(row, id=FILTER_COLLAPSE, is_open=True)], className="filter-bar border-bottom mb-3"
+        [toggle, dbc.Collapse(row, id=FILTER_COLLAPSE, is_open=True)],
+        id=FILTER_BAR,
+        className="filter-bar border-bottom mb-3",
     )
 
 

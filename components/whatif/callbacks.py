@@ -14,6 +14,7 @@ from plotly.io.json import to_json_plotly
 
 from analytics import store
 from analytics.csv_safety import csv_text
+from components.charts import units
 from components.datasets import access
 from components.server.background import background_manager, poll_interval_ms
 from components.server.runs import RunError, run_in_subprocess
@@ -21,6 +22,7 @@ from components.server.settings import Settings
 from components.shell.controls import graph_config
 from components.whatif import figures as wf
 from components.whatif import form as ids
+from components.whatif import labels
 from components.whatif import sweep as whatif_sweep
 from components.whatif.run import SCENARIO_ERRORS, get_or_run, metrics_json, results_cache
 from components.whatif.state import FALLBACK_PRESET, form_to_config, form_to_search, preset_defaults
@@ -55,13 +57,13 @@ def _predictor_text(predictor: dict) -> html.Div:
     lines = [
         html.Div(
             [
-                html.Span(f"MAE {wf.human_duration(predictor.get('mae_s'))}", className="me-3"),
+                html.Span(f"MAE {units.duration(predictor.get('mae_s'))}", className="me-3"),
                 html.Span(f"median relative error {predictor.get('median_ape_pct', 0):,.0f} %", className="me-3"),
                 html.Span(f"Spearman ρ {predictor.get('spearman', float('nan')):.3f}", id="whatif-spearman"),
             ]
         ),
         html.Div(
-            f"Against “none” (every job 1 s): MAE {wf.human_duration(none.get('mae_s'))}, median relative error "
+            f"Against “none” (every job 1 s): MAE {units.duration(none.get('mae_s'))}, median relative error "
             f"{none.get('median_ape_pct', 0):,.0f} %.",
             className="text-muted",
         ),
@@ -313,7 +315,7 @@ def wait_jobs(scheme: str | None, meta: dict | None, settings: Settings) -> tupl
                     f"job {r['job_id']}",
                     r["vc"],
                     f"{r['gpu_num']} GPUs",
-                    f"waited {wf.human_duration(r['queue_s'])}",
+                    f"waited {units.duration(r['queue_s'])}",
                 )
             ),
             "value": r["job_id"],
@@ -341,7 +343,8 @@ def download(n_summary, n_records, n_json, n_ces, meta: dict | None, settings: S
         raise PreventUpdate
     stem = f"helios-whatif-{meta['key'][:8]}"
     if ctx.triggered_id == ids.DL_SUMMARY:
-        return dcc.send_string(csv_text(result.summary), f"{stem}-comparison.csv")
+        named = result.summary.rename({c: labels.download_header(c) for c in result.summary.columns})
+        return dcc.send_string(csv_text(named), f"{stem}-comparison.csv")
     if ctx.triggered_id == ids.DL_RECORDS:
         return dcc.send_string(csv_text(result.records), f"{stem}-jobs.csv")
     if ctx.triggered_id == ids.DL_JSON:

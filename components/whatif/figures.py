@@ -11,7 +11,9 @@ import polars as pl
 from dash import html
 from plotly.subplots import make_subplots
 
-from components.charts.figures import PALETTE, empty_figure, style
+from components.charts import units
+from components.charts.figures import PALETTE, duration_axis, empty_figure, style
+from components.whatif import labels
 from sim.scenario import RECORDED
 
 SCHEME_ORDER: tuple[str, ...] = (RECORDED, "fifo", "sjf", "srtf", "qssf", "las")
@@ -23,25 +25,24 @@ SCHEME_COLORS: dict[str, str] = {
     "qssf": PALETTE[0],
     "las": PALETTE[5],
 }
-TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("scheme", "Scheme", "text"),
-    ("jobs", "Jobs", "int"),
-    ("avg_jct_s", "Mean JCT", "dur"),
-    ("median_jct_s", "Median JCT", "dur"),
-    ("p95_jct_s", "p95 JCT", "dur"),
-    ("p99_jct_s", "p99 JCT", "dur"),
-    ("avg_queue_s", "Mean queue", "dur"),
-    ("median_queue_s", "Median queue", "dur"),
-    ("p95_queue_s", "p95 queue", "dur"),
-    ("p99_queue_s", "p99 queue", "dur"),
-    ("avg_bounded_slowdown", "Bounded slowdown", "num"),
-    ("gpu_util_pct", "GPU util %", "num"),
-    ("unplaceable", "Unplaceable", "int"),
-    ("waiting_at_end", "Waiting at window end", "int"),
-    ("avg_jct_x_vs_recorded", "Mean JCT ÷ recorded", "factor"),
-    ("avg_jct_x_vs_baseline", "Mean JCT ÷ baseline", "factor"),
-    ("avg_queue_x_vs_recorded", "Mean queue ÷ recorded", "factor"),
-    ("avg_queue_x_vs_baseline", "Mean queue ÷ baseline", "factor"),
+TABLE_METRICS: tuple[str, ...] = (
+    "jobs",
+    "avg_jct_s",
+    "median_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "median_queue_s",
+    "p95_queue_s",
+    "p99_queue_s",
+    "avg_bounded_slowdown",
+    "gpu_util_pct",
+    "unplaceable",
+    "waiting_at_end",
+    "avg_jct_x_vs_recorded",
+    "avg_jct_x_vs_baseline",
+    "avg_queue_x_vs_recorded",
+    "avg_queue_x_vs_baseline",
 )
 TOP_VCS = 10
 CES_NUMBERS: tuple[tuple[str, str, str], ...] = (
@@ -69,38 +70,37 @@ def ordered_schemes(df: pl.DataFrame) -> list[str]:
     return [s for s in SCHEME_ORDER if s in present] + sorted(present - set(SCHEME_ORDER))
 
 
-def human_duration(seconds: float | None) -> str:
-    """Seconds as a short human string (45 s, 12.5 min, 3.2 h, 4.1 d)."""
-    if seconds is None or not np.isfinite(seconds):
-        return "–"
-    for limit, div, unit in ((60, 1, "s"), (3600, 60, "min"), (86_400, 3600, "h")):
-        if abs(seconds) < limit:
-            return f"{seconds / div:.3g} {unit}" if div > 1 else f"{seconds:.0f} s"
-    return f"{seconds / 86_400:.3g} d"
-
-
-def _cell(value, kind: str) -> str:
+def metric_cell(name: str, value: float | None) -> html.Td:
+    """A metric's table cell in human units, its exact value on hover."""
     if value is None:
-        return "–"
-    if kind == "dur":
-        return human_duration(value)
-    if kind == "int":
-        return f"{int(value):,}"
-    if kind == "factor":
-        return f"{value:.2f}×"
-    if kind == "num":
-        return f"{value:,.1f}"
-    return str(value)
+        return html.Td("–", className="text-nowrap")
+    kind = labels.METRICS[name].kind
+    if kind:
+        text, exact = units.show(kind, value)
+    else:
+        text, exact = (f"{value:.2f}×" if "_x_" in name else f"{value:,.2f}"), f"{value:.6g}"
+    return html.Td(text, title=exact, className="text-nowrap")
 
 
 def comparison_table(summary: pl.DataFrame) -> dbc.Table:
-    """The recorded baseline and each policy: JCT, queue, slowdown, utilisation and improvement factors."""
-    cols = [c for c in TABLE_COLUMNS if c[0] in summary.columns]
+    """The recorded baseline and each policy: JCT, queue, slowdown, utilisation and improvement factors (what each
+    means on hover of its header)."""
+    names = [n for n in TABLE_METRICS if n in summary.columns]
     # NOTE: headers wrap (17 columns); cells stay on one line so numbers never break
-    head = html.Thead(html.Tr([html.Th(label, className="align-bottom") for _, label, _ in cols]))
+    head = html.Thead(
+        html.Tr(
+            [
+                html.Th("scheme", className="align-bottom"),
+                *(
+                    html.Th(labels.metric_label(n), title=labels.metric_help(n), className="align-bottom metric-head")
+                    for n in names
+                ),
+            ]
+        )
+    )
     rows = []
     for row in summary.iter_rows(named=True):
-        cells = [html.Td(_cell(row[name], kind), className="text-nowrap") for name, _, kind in cols]
+        cells = [html.Td(row["scheme"]), *(metric_cell(n, row[n]) for n in names)]
         rows.append(html.Tr(cells, id=f"whatif-row-{row['scheme']}"))
     table = dbc.Table([head, html.Tbody(rows)], bordered=False, hover=True, size="sm", responsive=True, striped=True)
     table.className = "small"
@@ -145,7 +145,7 @@ def ratio_sentences(summary: pl.DataFrame, baseline: str | None) -> list[str]:
 def _replay_value(value: float | None, metric: str) -> str:
     if value is None:
         return "–"
-    return f"{value:.1f} %" if metric == "GPU utilisation" else human_duration(value)
+    return f"{value:.1f} %" if metric == "GPU utilisation" else units.duration(value)
 
 
 def replay_table(replay: dict) -> dbc.Table:
@@ -185,14 +185,16 @@ def cdf_figure(cdf: pl.DataFrame, metric: str, title: str) -> go.Figure:
             go.Scatter(
                 x=x,
                 y=rows["fraction"].to_numpy() * 100,
+                customdata=[units.duration(v) for v in rows["value_s"].to_list()],
+                hovertemplate="≤ %{customdata}<br>%{y:.1f} % of jobs<extra>%{fullData.name}</extra>",
                 name=scheme,
                 mode="lines",
                 line={"color": scheme_color(scheme), "dash": "dot" if scheme == RECORDED else "solid"},
             )
         )
-    fig.update_xaxes(type="log")
+    duration_axis(fig, 1, float(max(part["value_s"].max() or 1, 60)))
     fig.update_yaxes(range=[0, 100])
-    return style(fig, title, "seconds (log; 0 shown at 1 s)", "% of jobs")
+    return style(fig, title, "time (log scale; 0 shown at 1 s)", "% of jobs")
 
 
 def per_vc_queue_figure(per_vc: pl.DataFrame) -> go.Figure:
@@ -212,10 +214,21 @@ def per_vc_queue_figure(per_vc: pl.DataFrame) -> go.Figure:
         lookup = dict(zip(rows["vc"].to_list(), rows["avg_queue_s"].to_list(), strict=True))
         lookup["all"] = overall.filter(pl.col("scheme") == scheme)["avg_queue_s"][0]
         names = [*top, "all"]
-        fig.add_trace(go.Bar(x=names, y=[lookup.get(v) for v in names], name=scheme, marker_color=scheme_color(scheme)))
+        values = [lookup.get(v) for v in names]
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=values,
+                name=scheme,
+                marker_color=scheme_color(scheme),
+                customdata=[units.duration(v) for v in values],
+                hovertemplate="%{x}: %{customdata}<extra>%{fullData.name}</extra>",
+            )
+        )
     fig.update_layout(barmode="group")
-    fig.update_yaxes(type="log")
-    return style(fig, title, "VC", "average queue (s, log)")
+    positive = per_vc.filter(pl.col("avg_queue_s") > 0)["avg_queue_s"]
+    duration_axis(fig, float(positive.min() or 1), float(max(positive.max() or 1, 60)), axis="y")
+    return style(fig, title, "VC", "mean queue (log scale)")
 
 
 def timeline_figure(timeline: pl.DataFrame) -> go.Figure:
@@ -255,16 +268,20 @@ def density_figure(density: pl.DataFrame, name: str) -> go.Figure:
                 "colorbar": {"title": "log10 jobs"},
             },
             text=[f"{n:,} jobs" for n in density["jobs"].to_list()],
-            hovertemplate="actual %{x:.3s} s<br>predicted %{y:.3s} s<br>%{text}<extra></extra>",
+            customdata=[
+                (units.duration(10**a), units.duration(10**p))
+                for a, p in density.select("log10_actual_s", "log10_predicted_s").iter_rows()
+            ],
+            hovertemplate="actual %{customdata[0]}<br>predicted %{customdata[1]}<br>%{text}<extra></extra>",
             showlegend=False,
         )
     )
     top = float(10 ** max(density["log10_actual_s"].max(), density["log10_predicted_s"].max()))
     fig.add_trace(go.Scatter(x=[1, top], y=[1, top], mode="lines", line={"color": "#9ca3af", "dash": "dash"}))
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
+    duration_axis(fig, 1, max(top, 60))
+    duration_axis(fig, 1, max(top, 60), axis="y")
     fig.update_layout(showlegend=False)
-    return style(fig, title, "actual duration (s)", "predicted duration (s)")
+    return style(fig, title, "actual duration (log scale)", "predicted duration (log scale)")
 
 
 def ladder_figure(ladder: pl.DataFrame | None) -> go.Figure:
@@ -276,8 +293,18 @@ def ladder_figure(ladder: pl.DataFrame | None) -> go.Figure:
         f"{p}<br>ρ={r:.2f}" if r is not None else p
         for p, r in zip(ladder["predictor"].to_list(), ladder["spearman"].to_list(), strict=True)
     ]
-    fig = go.Figure(go.Bar(x=labels, y=ladder["avg_jct_s"], marker_color=PALETTE[0], name="avg JCT"))
-    return style(fig, title, "predictor (Spearman ρ with true duration)", "average JCT (s)")
+    divisor_s, unit = units.duration_scale(float(ladder["avg_jct_s"].max() or 0))
+    fig = go.Figure(
+        go.Bar(
+            x=labels,
+            y=ladder["avg_jct_s"] / divisor_s,
+            customdata=[units.duration(v) for v in ladder["avg_jct_s"].to_list()],
+            hovertemplate="%{x}<br>mean JCT %{customdata}<extra></extra>",
+            marker_color=PALETTE[0],
+            name="mean JCT",
+        )
+    )
+    return style(fig, title, "predictor (Spearman ρ with true duration)", f"mean JCT ({unit})")
 
 
 def importance_frame(importance: dict[str, float] | None) -> pl.DataFrame:
@@ -333,15 +360,25 @@ def ces_figure(timeline: pl.DataFrame) -> go.Figure:
     return style(fig, title, "", "nodes")
 
 
+def _ces_value(key: str, value: float | None, unit: str) -> tuple[str, str]:
+    """A CES number as shown (energy in kWh/MWh, shares in %) and exactly, for its hover."""
+    if value is None:
+        return "–", ""
+    kind = labels.METRICS[key].kind if key in labels.METRICS else ""
+    if kind in ("energy", "percent"):
+        return units.show(kind, value)
+    shown = f"{value:,.1f}" if isinstance(value, float) else f"{value:,}"
+    return f"{shown} {unit}", f"{value} {unit}"
+
+
 def ces_numbers(metrics: dict) -> dbc.Row:
     """The CES outcome as a row of small number cards."""
     cards = []
     for key, label, unit in CES_NUMBERS:
-        value = metrics.get(key)
-        shown = "–" if value is None else (f"{value:,.1f}" if isinstance(value, float) else f"{value:,}")
+        text, exact = _ces_value(key, metrics.get(key), unit)
         body = [
-            html.Div(label, className="small text-muted"),
-            html.Div(f"{shown} {unit}", className="fw-semibold"),
+            html.Div(label, className="small text-muted", title=labels.metric_help(key)),
+            html.Div(text, className="fw-semibold", title=exact),
         ]
         cards.append(dbc.Col(dbc.Card(dbc.CardBody(body, className="p-2"), id=f"whatif-ces-{key}"), xs=6, md=3, xl=2))
     return dbc.Row(cards, className="g-2 mb-2")
@@ -400,7 +437,7 @@ def wait_figure(records: pl.DataFrame, job_id: int, t0: datetime, schemes: list[
             go.Scatter(
                 x=x,
                 y=waiting,
-                name=f"{scheme}: waited {human_duration(job['queue_s'])}",
+                name=f"{scheme}: waited {units.duration(job['queue_s'])}",
                 mode="lines",
                 line={"shape": "hv", "color": scheme_color(scheme)},
             )
@@ -422,9 +459,9 @@ def ahead_table(records: pl.DataFrame, scheme: str, job_id: int, limit: int = 15
             [
                 html.Td(r["job_id"]),
                 html.Td(r["gpu_num"]),
-                html.Td(human_duration(r["duration_s"])),
-                html.Td(human_duration(r["submit_s"])),
-                html.Td(human_duration(r["start_s"])),
+                html.Td(units.duration(r["duration_s"])),
+                html.Td(units.duration(r["submit_s"])),
+                html.Td(units.duration(r["start_s"])),
             ]
         )
         for r in top.head(limit).iter_rows(named=True)

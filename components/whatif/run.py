@@ -11,6 +11,7 @@ from pathlib import Path
 from analytics import store
 from components.server.background import cache_dir
 from components.server.settings import Settings
+from components.whatif.labels import METRICS
 from sim.scenario import ProgressCallback, ScenarioError, ScenarioRequest, ScenarioResult, run_request
 
 RESULTS_SIZE_LIMIT_BYTES = 2 * 1024**3
@@ -85,6 +86,8 @@ def metrics_json(result: ScenarioResult) -> str:
         "feature_importance_gain_pct": result.importance,
         "ces": result.ces["metrics"] if result.ces else None,
         "stage_s": result.stage_s,
+        "metric_names": {name: metric.label for name, metric in METRICS.items()},
+        "metric_meanings": {name: metric.help for name, metric in METRICS.items()},
     }
     return json.dumps(payload, indent=2, default=str)
 

@@ -12,7 +12,7 @@ from sim.ces.energy import ENERGY_PARAMS, EnergyParams
 from sim.ces.policy import POLICY_PARAMS, PRESETS
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
-from sim.scenario import CesOptions, ScenarioConfig, ScenarioError, validate
+from sim.scenario import CesOptions, ScenarioConfig, ScenarioError, check_limit, validate
 
 NUMBER_KEYS: dict[str, str] = {"noise": "noise_level", "load": "load_factor", "cap": "capacity_scale"}
 
@@ -58,6 +58,16 @@ def _number(params: dict[str, str], key: str, problems: list[str]) -> float | No
     except ValueError:
         problems.append(f"URL parameter {key}={params[key]!r} is not a number; ignored")
         return None
+
+
+def _check_bound(key: str, field: str, value: float | None, problems: list[str]) -> None:
+    """Report a URL number outside the bounds every scenario is held to (it stays in the form, refused at run)."""
+    if value is None:
+        return
+    try:
+        check_limit(field, value)
+    except ScenarioError as exc:
+        problems.append(f"URL parameter {key}: {exc}")
 
 
 def _choice(params: dict[str, str], key: str, allowed, problems: list[str]) -> str | None:
@@ -110,6 +120,7 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
         if key in params:
             value = _number(params, key, problems)
             form[field] = value if value is not None else form[field]
+            _check_bound(key, field, value, problems)
     for key, field in (("bf", "backfill"), ("ladder", "ladder"), ("ces", "ces_enabled")):
         if key in params:
             form[field] = params[key] == "1"

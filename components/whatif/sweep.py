@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from urllib.parse import urlencode
 
 import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
@@ -11,15 +13,18 @@ from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 from plotly.io.json import to_json_plotly
 
+from analytics.filters import query_params
+from components.charts import units
 from components.charts.figures import empty_figure, style
 from components.server.background import poll_interval_ms
 from components.server.runs import RunError, run_in_subprocess
 from components.server.settings import Settings
 from components.shell.controls import graph_config
 from components.whatif import form as ids
+from components.whatif import labels
 from components.whatif.figures import scheme_color
-from components.whatif.run import SCENARIO_ERRORS
-from components.whatif.state import form_to_config
+from components.whatif.run import SCENARIO_ERRORS, results_cache
+from components.whatif.state import form_to_config, form_to_params
 from sim.scenario import RECORDED, ScenarioError, config_to_dict, open_request
 from sim.sweep import CES_METRICS, parse_grid, run_sweep, sweepable
 
@@ -34,6 +39,7 @@ PROGRESS = "whatif-sweep-progress"
 STATUS = "whatif-sweep-status"
 GRAPH = "whatif-sweep-graph"
 ERROR = "whatif-sweep-error"
+AUTORUN = "whatif-sweep-autorun"
 METRICS: tuple[str, ...] = (
     "avg_jct_s",
     "avg_queue_s",
@@ -44,26 +50,57 @@ METRICS: tuple[str, ...] = (
     *CES_METRICS,
 )
 NONE = "(none)"
+# URL parameters of the sweep (beside the form's): parameter, its values, second parameter, its values, metric;
+# sweep=1 runs it (or shows it from the cache) when the page opens.
+URL_KEYS: dict[str, str] = {"sx": X_PARAM, "sxv": X_VALUES, "sy": Y_PARAM, "syv": Y_VALUES, "sm": METRIC}
+DEFAULTS: dict[str, str] = {"sx": "load_factor", "sxv": "0.8,1.0,1.2", "sy": "policy", "syv": "fifo,sjf,qssf"}
+DEFAULTS["sm"] = "avg_jct_s"
+MAX_VALUES_CHARS = 200
 
 
-def section() -> dbc.Card:
-    """The sweep controls, progress and chart."""
-    params = list(sweepable())
+def settings_from_params(params: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The sweep settings of URL parameters over the defaults, and what was wrong with them (checked as a run checks
+    them: known parameter and metric names, values the grid parser accepts)."""
+    chosen, problems = dict(DEFAULTS), []
+    names = {"sx": tuple(sweepable()), "sy": (NONE, *sweepable()), "sm": METRICS}
+    for key, allowed in names.items():
+        if key in params:
+            if params[key] in allowed:
+                chosen[key] = params[key]
+            else:
+                problems.append(f"URL parameter {key}={params[key][:60]!r} must be one of {', '.join(allowed)}")
+    for key in ("sxv", "syv"):
+        if key in params:
+            chosen[key] = params[key][:MAX_VALUES_CHARS]  # kept in the form, so the user can mend it
+    if any(k in params for k in URL_KEYS):
+        try:
+            grid_of(chosen["sx"], chosen["sxv"], chosen["sy"], chosen["syv"])
+        except (ScenarioError, ValueError) as exc:
+            problems.append(f"URL sweep values: {exc}")
+    return chosen, problems
+
+
+def _option(name: str, label: str, tip: str) -> dict:
+    return {"label": label, "value": name, "title": tip}
+
+
+def section(params: dict[str, str] | None = None) -> dbc.Card:
+    """The sweep controls (from the URL's sweep parameters, their problems named), progress and chart."""
+    chosen, problems = settings_from_params(params or {})
+    options = [_option(p, labels.parameter_label(p), labels.parameter_help(p)) for p in sweepable()]
+    metrics = [_option(m, labels.metric_label(m), labels.metric_help(m)) for m in METRICS]
+    second = [_option(NONE, NONE, "sweep one parameter"), *options]
 
     def col(label: str, control, width: int) -> dbc.Col:
         return dbc.Col([html.Label(label, className="small text-muted mb-0 d-block"), control], md=width)
 
     controls = dbc.Row(
         [
-            col("Sweep parameter", dcc.Dropdown(id=X_PARAM, options=params, value="load_factor"), 3),
-            col("its values", dbc.Input(id=X_VALUES, value="0.8,1.0,1.2", size="sm"), 2),
-            col("second parameter", dcc.Dropdown(id=Y_PARAM, options=[NONE, *params], value="policy"), 3),
-            col("its values", dbc.Input(id=Y_VALUES, value="fifo,sjf,qssf", size="sm"), 2),
-            col(
-                "metric",
-                dcc.Dropdown(id=METRIC, options=list(METRICS), value="avg_jct_s", clearable=False),
-                2,
-            ),
+            col("Sweep parameter", dcc.Dropdown(id=X_PARAM, options=options, value=chosen["sx"]), 3),
+            col("its values", dbc.Input(id=X_VALUES, value=chosen["sxv"], size="sm"), 2),
+            col("second parameter", dcc.Dropdown(id=Y_PARAM, options=second, value=chosen["sy"]), 3),
+            col("its values", dbc.Input(id=Y_VALUES, value=chosen["syv"], size="sm"), 2),
+            col("metric", dcc.Dropdown(id=METRIC, options=metrics, value=chosen["sm"], clearable=False), 2),
         ],
         className="g-2 mb-2",
     )
@@ -84,12 +121,14 @@ def section() -> dbc.Card:
         "(a local cluster, or the scheduler at DASK_SCHEDULER_ADDRESS).",
         className="small text-muted mb-2",
     )
+    alerts = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
     body = [
         html.H6("Sweep", className="mb-1"),
         note,
         controls,
         buttons,
-        html.Div(id=ERROR),
+        html.Div(alerts, id=ERROR),
+        dcc.Store(id=AUTORUN, data=(params or {}).get("sweep") == "1" and not problems),
         _graph(),
     ]
     return dbc.Card(dbc.CardBody(body, className="p-2"), className="mt-3 shadow-sm")
@@ -125,10 +164,13 @@ def sweep_rows(frame: pl.DataFrame, grid: dict, metric: str) -> pl.DataFrame:
 def sweep_figure(frame: pl.DataFrame, grid: dict, metric: str) -> go.Figure:
     """A line per scheme over one parameter, or a heatmap over two (the first scheme's values)."""
     names = [n for n in grid if n != "policy"] or ["policy"]
-    title = f"{metric} over {' × '.join(grid)}"
+    label = labels.metric_label(metric)
+    title = f"{label} over {' × '.join(labels.parameter_label(n) for n in grid)}"
     rows = sweep_rows(frame, grid, metric) if frame.height else frame
     if rows.is_empty() or metric not in rows.columns:
-        return empty_figure(f"No {metric} in the sweep results.", title)
+        return empty_figure(f"No {label} in the sweep results.", title)
+    rows, unit = _in_display_unit(rows, metric)
+    axis_title = f"{label} ({unit})" if unit else label
     x = names[0]
     if len(names) == 1:
         fig = go.Figure()
@@ -138,12 +180,14 @@ def sweep_figure(frame: pl.DataFrame, grid: dict, metric: str) -> go.Figure:
                 go.Scatter(
                     x=[str(v) for v in part[x].to_list()],
                     y=part[metric],
+                    customdata=part["_shown"],
+                    hovertemplate="%{x}: %{customdata}<extra>%{fullData.name}</extra>",
                     name=scheme,
                     mode="lines+markers",
                     line={"color": scheme_color(scheme)},
                 )
             )
-        return style(fig, title, x, metric)
+        return style(fig, title, labels.parameter_label(x), axis_title)
     y = names[1]
     scheme = rows["scheme"][0]
     part = rows.filter(pl.col("scheme") == scheme)
@@ -151,21 +195,50 @@ def sweep_figure(frame: pl.DataFrame, grid: dict, metric: str) -> go.Figure:
     ys = [str(v) for v in grid[y]]
     lookup = {(str(a), str(b)): v for a, b, v in part.select(x, y, metric).iter_rows()}
     z = [[lookup.get((a, b)) for a in xs] for b in ys]
-    fig = go.Figure(go.Heatmap(x=xs, y=ys, z=z, colorscale="Viridis", colorbar={"title": metric}))
-    return style(fig, f"{title} ({scheme})", x, y)
+    fig = go.Figure(go.Heatmap(x=xs, y=ys, z=z, colorscale="Viridis", colorbar={"title": {"text": axis_title}}))
+    return style(fig, f"{title} ({scheme})", labels.parameter_label(x), labels.parameter_label(y))
+
+
+def _in_display_unit(rows: pl.DataFrame, metric: str) -> tuple[pl.DataFrame, str]:
+    """rows with a duration metric in the unit that reads best (hours, days, ...) and every value's human text in
+    `_shown`; the unit's name ('' for other metrics)."""
+    kind = labels.METRICS[metric].kind if metric in labels.METRICS else ""
+
+    def text(value: float | None) -> str:
+        return units.show(kind, value).text if kind else f"{value:,.3g}" if value is not None else "–"
+
+    shown = rows.with_columns(pl.col(metric).map_elements(text, return_dtype=pl.String).alias("_shown"))
+    if kind != "duration":
+        return shown, ""
+    divisor_s, unit = units.duration_scale(float(rows[metric].max() or 0))
+    return shown.with_columns(pl.col(metric) / divisor_s), unit
+
+
+def sweep_key(scenario_key: str, grid: dict, metric: str) -> str:
+    """The results-cache key of a sweep: its scenario's key (dataset version included), grid and metric."""
+    text = json.dumps([scenario_key, grid, metric], sort_keys=True, default=str)
+    return "sweep:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def sweep_job(config_data: dict, grid: dict, metric: str, settings: Settings, report) -> dict:
-    """Run the sweep on Dask and return its figure as JSON (runs in a spawned subprocess)."""
+    """Run the sweep on Dask (or take it from the results cache) and return its figure as JSON (runs in a spawned
+    subprocess)."""
     request = open_request(config_data, settings.data_dir)
+    cache, key = results_cache(settings), sweep_key(request.key, grid, metric)
+    hit = cache.get(key)
+    if hit is not None:
+        return {**hit, "cached": True}
     jobs, vc_gpus = request.inputs()
     frame = run_sweep(request.config, grid, jobs, vc_gpus, progress=report)
     figure = sweep_figure(frame, grid, metric)
-    return {"figure": json.loads(to_json_plotly(figure)), "rows": frame.height}
+    out = {"figure": json.loads(to_json_plotly(figure)), "rows": frame.height}
+    cache.set(key, out)
+    return {**out, "cached": False}
 
 
 def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, energy_values, *values, settings):
-    """The background job of 'Run sweep': validate, run the grid in a subprocess, return the chart."""
+    """The background job of 'Run sweep' (clicked, or by a URL with sweep=1): validate, run the grid in a subprocess
+    (or take it from the cache), return the chart."""
     if not n_clicks:
         raise PreventUpdate
     try:
@@ -187,11 +260,38 @@ def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, e
         )
     except RunError as exc:
         return no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
-    return out["figure"], f"{out['rows']} rows", None
+    return out["figure"], f"{out['rows']} rows" + (", from cache" if out["cached"] else ""), None
+
+
+def sweep_url(n_clicks, x, xv, y, yv, metric, policy_values, energy_values, search, *values) -> str:
+    """The URL of the page with the form and the sweep settings (sweep=1: opening it shows this sweep)."""
+    if not n_clicks:
+        raise PreventUpdate
+    before = query_params(search)
+    try:
+        params = form_to_params(ids.form_of(list(values), policy_values, energy_values))
+    except (ScenarioError, ValueError, TypeError, KeyError):
+        params = {k: v for k, v in before.items() if k not in URL_KEYS}
+    if before.get("run") != "1":
+        params.pop("run", None)
+    settings_now = {"sx": x, "sxv": xv, "sy": y, "syv": yv, "sm": metric}
+    params.update({k: str(v) for k, v in settings_now.items() if v is not None}, sweep="1")
+    return "?" + urlencode(params, safe=",")
 
 
 def register(app: Dash, settings: Settings, manager, form_states: list[State]) -> None:
     """Register the sweep's background callback on app."""
+    sweep_states = [State(cid, "value") for cid in URL_KEYS.values()]
+    ces_states = [State({"type": t, "name": ALL}, "value") for t in (ids.CES_POLICY, ids.CES_ENERGY)]
+    app.callback(
+        Output(ids.URL, "search", allow_duplicate=True),
+        Input(RUN, "n_clicks"),
+        *sweep_states,
+        *ces_states,
+        State(ids.URL, "search"),
+        *form_states,
+        prevent_initial_call=True,
+    )(sweep_url)
     app.callback(
         Output(GRAPH, "figure"),
         Output(STATUS, "children"),
@@ -214,3 +314,9 @@ def register(app: Dash, settings: Settings, manager, form_states: list[State]) -
         cancel=[Input(CANCEL, "n_clicks")],
         prevent_initial_call=True,
     )(lambda *args: run_sweep_job(*args, settings=settings))
+    # A URL with sweep=1 presses Run sweep once the page is drawn (it shows from the cache a sweep run before).
+    app.clientside_callback(
+        "(autorun) => autorun ? 1 : window.dash_clientside.no_update",
+        Output(RUN, "n_clicks"),
+        Input(AUTORUN, "data"),
+    )

@@ -91,13 +91,18 @@ def _check_day(value: str | None, name: str) -> None:
         raise ScenarioError(f"{name} {value!r} is not a date (YYYY-MM-DD)") from exc
 
 
+def check_limit(name: str, value: object) -> None:
+    """Refuse (ScenarioError) a value of a LIMITS setting that is not a finite number within its bounds."""
+    low, high = LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        raise ScenarioError(f"{name.replace('_', ' ')} must be a number, got {value!r}")
+    if not low <= value <= high:
+        raise ScenarioError(f"{name.replace('_', ' ')} must be between {low:g} and {high:g}, got {value:g}")
+
+
 def _check_limits(config: ScenarioConfig) -> None:
-    for name, (low, high) in LIMITS.items():
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
-            raise ScenarioError(f"{name.replace('_', ' ')} must be a number, got {value!r}")
-        if not low <= value <= high:
-            raise ScenarioError(f"{name.replace('_', ' ')} must be between {low:g} and {high:g}, got {value:g}")
+    for name in LIMITS:
+        check_limit(name, getattr(config, name))
 
 
 def _check_window(config: ScenarioConfig) -> None:

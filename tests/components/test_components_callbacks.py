@@ -8,6 +8,7 @@ import io
 import json
 from datetime import datetime
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import polars as pl
 import pytest
@@ -15,6 +16,7 @@ from dash import no_update
 
 from analytics.filters import empty_state, to_filter
 from analytics.queries import explorer
+from components.charts import figures, units
 from components.charts import registry as charts
 from components.explorer import grid as explorer_grid
 from components.shell import callbacks, controls
@@ -200,16 +202,38 @@ def test_the_compare_overlay_adds_the_published_curves(dash_app):
         fig, df = charts.render(spec)
     names = [t.name for t in fig.data]
     assert names[:3] == ["helios-synth Earth", "helios-synth Venus", "philly-mini Philly"]
-    assert "Helios Venus (published)" in names and "Helios (Fig 1a) (published)" in names and len(names) == 8
+    # the published curves of the clusters drawn (Venus, Earth) and the pooled one, not Saturn's or Uranus'
+    assert sorted(names[3:]) == ["Helios (Fig 1a) (published)", "Helios Earth (published)", "Helios Venus (published)"]
     assert set(df["cluster"]) == set(names[:3])
+    line = {t.name: t.line for t in fig.data}
+    assert line["Helios Venus (published)"].color == line["helios-synth Venus"].color == figures.cluster_color("Venus")
+    assert line["Helios Venus (published)"].dash == "dash" and line["helios-synth Venus"].dash is None
+    assert line["philly-mini Philly"].dash == "dot"  # the second dataset
+    assert line["Helios Earth (published)"].color != line["Helios Venus (published)"].color
 
 
-def test_the_leaderboard_ranks_users_by_gpu_hours(dash_app, pages):
+def test_compare_draws_only_the_picked_clusters(dash_app):
+    spec = {
+        "name": "cmp_duration_gpu",
+        "state": empty_state("helios-synth"),
+        "datasets": ["helios-synth", "philly-mini"],
+        "clusters": ["helios-synth/Venus", "philly-mini/Philly"],
+        "overlay": False,
+    }
+    with dash_app.server.test_request_context():
+        fig, _ = charts.render(spec)
+    assert [t.name for t in fig.data] == ["helios-synth Venus", "philly-mini Philly"]
+
+
+def test_the_leaderboard_ranks_users_by_gpu_time_shown_in_human_units(dash_app, pages):
     with dash_app.server.test_request_context():
         rows = pages.users.leaderboard_rows(empty_state("helios-synth"))
-    hours = [r["gpu_hours"] for r in rows]
-    assert hours == sorted(hours, reverse=True) and len(rows) == 80  # 40 users on each of 2 clusters
+    gpu_s = [r["gpu_time_s"] for r in rows]
+    assert gpu_s == sorted(gpu_s, reverse=True) and len(rows) == 80  # 40 users on each of 2 clusters
     assert 0 <= rows[0]["completion_pct"] <= 100
+    top = rows[0]
+    assert top["gpu_time_s__text"].endswith("GPU-h") and top["gpu_time_s__exact"].endswith("GPU-s")
+    assert top["mean_gpu_queue_s__text"] == units.duration(top["mean_gpu_queue_s"])
 
 
 def test_the_job_explorer_pages_sorts_and_filters_on_the_server(dash_app):
@@ -285,13 +309,24 @@ def test_csv_export_refuses_bad_input_with_one_line(ui):
 
 def test_the_compare_choices_live_in_the_url(dash_app):
     compare = importlib.import_module("components.pages.compare")
-    with dash_app.server.app_context():
-        assert compare.compare_url(["philly-mini"], True, "?ds=helios-synth&kind=gpu") == (
+    every = ["helios-synth/Venus", "helios-synth/Earth", "philly-mini/Philly"]
+    with dash_app.server.test_request_context():
+        assert compare.cluster_options(["helios-synth", "philly-mini"]) == every
+        assert compare.compare_url(["philly-mini"], every, True, "?ds=helios-synth&kind=gpu") == (
             "?ds=helios-synth&kind=gpu&cmp=philly-mini&ref=1"
         )
-        assert compare.compare_url(["a", "b"], False, "?cmp=x&ref=1") == "?cmp=a,b"
+        assert compare.compare_url(["a", "b"], [], False, "?cmp=x&ref=1") == "?cmp=a,b"
+        two = ["helios-synth", "philly-mini"]
+        two_in_url = "?cmp=helios-synth,philly-mini"
+        assert unquote(compare.compare_url(two, every[1:], False, two_in_url)) == (
+            "?cmp=helios-synth,philly-mini&cmpc=helios-synth/Earth,philly-mini/Philly"
+        )
+        # a change of datasets draws every cluster of the new choice
+        assert compare.compare_url(two, every[1:], False, "?cmp=philly-mini") == "?cmp=helios-synth,philly-mini"
         # What the URL already says is no update: a new URL would draw the whole page again.
-        assert compare.compare_url(["philly-mini"], True, "?cmp=philly-mini&ref=1") is no_update
+        assert compare.compare_url(["philly-mini"], every[2:], True, "?cmp=philly-mini&ref=1") is no_update
+    assert compare.chosen_clusters({"cmpc": "helios-synth/Earth,nope/X"}, every) == ["helios-synth/Earth"]
+    assert compare.chosen_clusters({}, every) == every
     assert compare.chosen({"cmp": "philly-mini,nope", "ref": "1"}, ["helios-synth", "philly-mini"]) == (
         ["philly-mini"],
         True,

@@ -7,7 +7,7 @@ from datetime import date, datetime, timedelta
 import polars as pl
 import pytest
 
-from components.charts import figures
+from components.charts import figures, units
 
 
 def _cdf(n: int = 22) -> pl.DataFrame:
@@ -21,14 +21,25 @@ def _cdf(n: int = 22) -> pl.DataFrame:
     )
 
 
-def test_duration_cdf_has_log_x_title_units_and_one_trace_per_cluster():
-    fig = figures.duration_cdf_figure(_cdf(), kind="gpu")
-    assert fig.layout.xaxis.type == "log"
-    assert "(s" in fig.layout.xaxis.title.text
-    assert fig.layout.yaxis.title.text == "cumulative share of jobs (%)"
+def test_duration_cdf_has_log_x_in_human_units_and_one_trace_per_cluster():
+    df = _cdf()
+    fig = figures.duration_cdf_figure(df, kind="gpu")
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.title.text == "duration (log scale)"
+    labels = list(fig.layout.xaxis.ticktext)
+    assert "1 min" in labels and "1 h" in labels and not any(t.isdigit() for t in labels)  # no raw seconds
+    assert min(fig.layout.xaxis.tickvals) >= df["x_s"].filter(df["x_s"] > 0).min()
+    assert list(fig.data[0].customdata[:2]) == [units.duration(x) for x in df["x_s"][:2]]  # hover in human units
+    assert fig.layout.yaxis.title.text == "share of jobs (%)"
     assert [t.name for t in fig.data] == ["Venus", "Earth"]
     assert fig.layout.title.text == "GPU job duration CDF"
-    assert fig.data[0].line.color == figures.PALETTE[0] and fig.data[1].line.color == figures.PALETTE[1]
+    assert fig.data[0].line.color == figures.cluster_color("Venus") != fig.data[1].line.color
+
+
+def test_a_cluster_keeps_its_colour_whatever_else_is_drawn():
+    alone = figures.duration_cdf_figure(_cdf().filter(pl.col("cluster") == "Earth"))
+    both = figures.duration_cdf_figure(_cdf())
+    assert alone.data[0].line.color == both.data[1].line.color == figures.cluster_color("Earth")
+    assert figures.cluster_color("SomeNewCluster") == figures.cluster_color("SomeNewCluster") in figures.PALETTE
 
 
 @pytest.mark.parametrize(
@@ -189,7 +200,7 @@ def test_heatmap_fills_missing_hours_with_zero():
     assert z[0][3] == 7 and sum(map(sum, z)) == 7
 
 
-def test_monthly_bars_are_stacked_per_month_and_cluster_with_utilisation_on_the_right():
+def test_monthly_bars_stand_per_month_and_cluster_in_its_colour_with_utilisation_on_the_right():
     df = pl.DataFrame(
         {
             "cluster": ["Venus", "Venus"],
@@ -200,9 +211,11 @@ def test_monthly_bars_are_stacked_per_month_and_cluster_with_utilisation_on_the_
         }
     )
     fig = figures.monthly_figure(df)
-    assert fig.layout.barmode == "stack"
-    assert list(fig.data[0].x[0]) == ["Apr", "May"]
-    assert fig.data[2].yaxis == "y2"
+    multi, single, util = fig.data
+    assert list(multi.x) == list(single.x) == ["Apr", "May"] and multi.offsetgroup == single.offsetgroup == "Venus"
+    assert list(single.base) == [3, 4] and list(single.y) == [10, 20]  # single-GPU jobs stand on the multi-GPU ones
+    assert multi.marker.color == single.marker.color == util.marker.color == figures.cluster_color("Venus")
+    assert util.yaxis == "y2" and list(util.y) == [70.0, 80.0]
 
 
 def test_month_labels_name_the_year_when_months_are_dates():

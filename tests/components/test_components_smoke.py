@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from components.charts import units
+
 PAGES: dict[str, int] = {"/": 0, "/cluster": 8, "/jobs": 7, "/users": 4, "/compare": 8, "/data": 0}
 
 
@@ -57,10 +59,13 @@ def test_one_user_in_the_url_opens_the_user_view(ui):
     assert fig["data"] and fig["layout"]["yaxis"]["type"] == "log"
 
 
-def test_the_data_page_lists_every_dataset_with_its_attribution(ui):
+def test_the_data_page_lists_every_dataset_with_its_attribution(ui, small_data):
     text = str(ui.page("/data"))
     assert "helios-synth" in text and "philly-mini" in text and "Made up for tests." in text
-    assert "negative_gpu_num: 2 dropped (e.g. cluster_log.csv row 17: gpu_num = -1)" in text
+    # in plain words: no internal kind ids, no raw report, no server paths
+    assert "2 × gpu_num < 0: left out (e.g. cluster_log.csv row 17: gpu_num = -1)." in text
+    assert "negative_gpu_num" not in text and "row_counts" not in text and str(small_data) not in text
+    assert " jobs on 2 clusters, submitted " in text and "a synthetic trace (generated, not recorded)" in text
 
 
 def overview(ui, search: str = "") -> dict:
@@ -86,10 +91,13 @@ def overview(ui, search: str = "") -> dict:
 def test_the_overview_has_a_card_per_cluster_and_the_summary_table(ui):
     got = overview(ui)
     text = str(got["cards"])
-    assert "Venus" in text and "Earth" in text and "active users" in text and "GPU-hours" in text
+    assert "Venus" in text and "Earth" in text and "active users" in text and "GPU-h" in text
     assert [r["id"] for r in got["table"]["rowData"]] == ["Venus", "Earth", "total"]
     headers = {c["field"]: c["headerName"] for c in got["table"]["columnDefs"]}
-    assert headers["avg_run_time_gpu"] == "mean GPU-job run (s)" and len(headers) == 27
+    assert headers["avg_run_time_gpu"] == "mean GPU-job run" and len(headers) == 27
+    venus = got["table"]["rowData"][0]
+    assert venus["avg_run_time_gpu__text"] == units.duration(venus["avg_run_time_gpu"])  # shown in human units
+    assert venus["avg_run_time_gpu__exact"] == units.duration_exact(venus["avg_run_time_gpu"])  # exact on hover
     assert len(got["util"]) == 2
     assert all(v["children"].endswith(" %") for v in got["util"].values())
 

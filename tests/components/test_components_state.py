@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from analytics.filters import empty_state, parse_query, to_filter, to_query
+from components.whatif.state import default_form, form_from_params, form_to_config
+from sim.scenario import ScenarioError
 
 NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=8)
 
@@ -63,3 +66,15 @@ def test_the_end_day_is_inclusive_in_the_ui_and_exclusive_in_the_filter():
     flt = to_filter(state)
     assert flt.start == datetime(2020, 5, 1) and flt.end == datetime(2020, 6, 1)
     assert flt.job_kind == "cpu" and flt.gpu_max == 8
+
+
+def test_url_numbers_go_through_the_scenario_limits_and_are_reported_not_dropped():
+    form, problems = form_from_params({"load": "50", "cap": "0.5", "noise": "x"}, default_form("helios-synth"))
+    assert form["load_factor"] == 50.0  # kept, so the form shows what the link asked for
+    assert form["capacity_scale"] == 0.5
+    assert problems == [
+        "URL parameter noise='x' is not a number; ignored",
+        "URL parameter load: load factor must be between 0.1 and 10, got 50",
+    ]
+    with pytest.raises(ScenarioError, match="must be at most 10"):
+        form_to_config({**form, "cluster": "Venus"})  # and refused where the run is built

@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 from components.whatif import sweep as ws
+from components.whatif.state import default_form
 from sim.scenario import ScenarioError
 
 
@@ -69,3 +70,48 @@ def test_ces_metrics_come_from_the_ces_rows():
     )
     fig = ws.sweep_figure(frame, {"ces.buffer": [5.0]}, "energy_saved_kwh")
     assert [t.name for t in fig.data] == ["ces"] and list(fig.data[0].y) == [12.0]
+
+
+def test_the_sweep_figure_names_its_metric_and_parameters_in_human_units():
+    frame = _frame().with_columns(pl.col("avg_jct_s") * 3600)  # hours of JCT
+    fig = ws.sweep_figure(frame, {"load_factor": [1.0, 2.0], "policy": ["fifo", "sjf"]}, "avg_jct_s")
+    assert fig.layout.yaxis.title.text == "mean JCT (hours)" and fig.layout.xaxis.title.text == "load factor"
+    assert list(fig.data[0].y) == [4.0, 8.0]  # shown in hours, not seconds
+    assert list(fig.data[0].customdata) == ["4 h", "8 h"]  # hover in human units
+    assert "avg_jct_s" not in fig.layout.title.text and "load_factor" not in fig.layout.title.text
+
+
+def test_sweep_settings_come_from_the_url_and_bad_ones_are_reported_not_dropped():
+    chosen, problems = ws.settings_from_params(
+        {"sx": "capacity_scale", "sxv": "0.5,1", "sy": ws.NONE, "sm": "avg_queue_s"}
+    )
+    assert chosen == {**ws.DEFAULTS, "sx": "capacity_scale", "sxv": "0.5,1", "sy": ws.NONE, "sm": "avg_queue_s"}
+    assert problems == []
+    chosen, problems = ws.settings_from_params({"sx": "rm -rf", "sxv": "a,b", "sm": "nope"})
+    assert chosen["sxv"] == "a,b"  # kept in the form for the user to mend
+    assert any("sx='rm -rf' must be one of" in p for p in problems)
+    assert any("sm='nope' must be one of" in p for p in problems)
+    assert any(p.startswith("URL sweep values:") for p in problems)  # the grid parser's own check
+    assert ws.settings_from_params({}) == (ws.DEFAULTS, [])
+
+
+def test_a_sweep_url_carries_the_form_and_the_sweep(monkeypatch):
+    form = {"dataset": "helios-synth", "cluster": "Venus", "start": "2020-09-01", "end": "2020-09-07"}
+    monkeypatch.setattr(ws.ids, "form_of", lambda values, p, e: default_form(**form))
+    search = ws.sweep_url(1, "load_factor", "1,2", "policy", "fifo,sjf", "avg_queue_s", [], [], "?ds=x", 1)
+    params = dict(p.split("=", 1) for p in search[1:].split("&"))
+    assert params["sx"] == "load_factor" and params["sxv"] == "1,2" and params["sm"] == "avg_queue_s"
+    assert params["sweep"] == "1" and params["ds"] == "helios-synth" and params["cluster"] == "Venus"
+    assert "run" not in params  # the single run was not asked for
+    again = ws.sweep_url(1, "load_factor", "1,2", "policy", "fifo,sjf", "avg_queue_s", [], [], "?run=1", 1)
+    assert "run=1" in again
+    chosen, problems = ws.settings_from_params(dict(p.split("=", 1) for p in again[1:].split("&")))
+    assert problems == [] and chosen["sm"] == "avg_queue_s"
+
+
+def test_a_sweep_is_cached_under_its_scenario_grid_and_metric():
+    key = ws.sweep_key("abc", {"load_factor": [1.0, 2.0]}, "avg_jct_s")
+    assert key == ws.sweep_key("abc", {"load_factor": [1.0, 2.0]}, "avg_jct_s")
+    assert key != ws.sweep_key("abd", {"load_factor": [1.0, 2.0]}, "avg_jct_s")
+    assert key != ws.sweep_key("abc", {"load_factor": [1.0, 3.0]}, "avg_jct_s")
+    assert key != ws.sweep_key("abc", {"load_factor": [1.0, 2.0]}, "avg_queue_s")
