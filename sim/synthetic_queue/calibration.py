@@ -2,12 +2,13 @@
 EASY backfill on each VC's daily capacity), each job in its own VC (the `vc` column the generator chose) with one
 queue per VC, closed loop: users of a full VC submit when it has room.
 
-A job that waits more than RESUBMIT_AFTER_S is submitted again as many whole days later as it waited, at its usual
-time of day (so the submissions keep Fig 2b's daily rhythm), for RESUBMIT_ROUNDS runs; the last run's start times are
-kept. Each job's recorded wait is then the target wait the generator drew for it (the `queue` column: the published
-mean, median 0 and each user's share of the queueing time, Fig 9a), its submit time the start minus that wait: the
-start times are capacity-consistent, the waits those of the published statistics (Slurm priorities and limits that
-this queue does not model). See docs/synthetic-queueing.md.
+A job that waits is submitted again at the second it started, for RESUBMIT_ROUNDS runs; the last run's start times
+are kept. (Submitting it again as many whole days later as it waited, at its usual time of day, was tried for issue
+#16: it pushed GPU time into the next months, Fig 3's April, July and September levels fell 3-8 points, and Fig 2b's
+daily swing did not come back, as the jobs met a full VC again.) Each job's recorded wait is then the target wait the
+generator drew for it (the `queue` column: the published mean, median 0 and each user's share of the queueing time,
+Fig 9a), its submit time the start minus that wait: the start times are capacity-consistent, the waits those of the
+published statistics (Slurm priorities and limits that this queue does not model). See docs/synthetic-queueing.md.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from sim.synthetic_queue.cluster_queues import (
 )
 
 RESUBMIT_ROUNDS = 3  # runs; between them the jobs that waited are submitted again when they started
-RESUBMIT_AFTER_S = 3600
 _OUT_SCHEMA = {
     "job_id": pl.Int64,
     "cluster": pl.String,
