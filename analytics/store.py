@@ -5,6 +5,10 @@ A refreshable dataset holds `jobs/YYYY-MM.parquet` (one file per submit month) i
 
 Files computed from one version (the column files and rollups of analytics.queries) live in its `derived-N/` folder,
 one sub-folder per part, each built once under a lock and renamed into place whole; every process reads them.
+
+`<name>` is a link to the current version's folder `.<name>.v-...`. A reader resolves the link once, when it opens
+the dataset, and reads that version's folder to the end; a replaced version stays RETIRED_GRACE_S on disk for the
+readers that still hold it, so that a reader during a replacement sees the old or the new version whole.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from analytics import capabilities, schema
 DEFAULT_DATA_DIR = "data"
 DEFAULT_DATASET = "helios-synth"
 STALE_AFTER_S = 3600  # staging folders older than this were left by a killed writer
+RETIRED_GRACE_S = 600  # a replaced version stays this long for its readers (a page's queries, a run's first read)
 # Hidden copies of a dataset folder `.<name><mark>...`: being written, stored (the link points at it), replaced, gone.
 _STAGING, _STORED, _REPLACED, _DELETING = ".tmp-", ".v-", ".legacy-", ".deleting-"
 _COPY_MARKS = (_STAGING, _STORED, _REPLACED, _DELETING)
@@ -110,13 +115,15 @@ class Dataset:
 
 
 def open_dataset(name: str, root: Path | None = None) -> Dataset:
-    """Open dataset `name` under root (default `data_dir()`), raising DatasetError when absent or incomplete."""
+    """Open dataset `name` under root (default `data_dir()`) at its current version (the version's own folder, which
+    a later replacement leaves in place), raising DatasetError when absent or incomplete."""
     check_name(name)
-    path = (root or data_dir()) / name
+    link = (root or data_dir()) / name
+    path = link.resolve()  # once: every later read of this Dataset is of this version
     meta_path = path / schema.META_FILE
     if not meta_path.is_file():
         known = ", ".join(d.name for d in list_datasets(root)) or "none"
-        raise DatasetError(f"dataset {name!r} not found under {path.parent} (available: {known})")
+        raise DatasetError(f"dataset {name!r} not found under {link.parent} (available: {known})")
     meta = json.loads(meta_path.read_text())
     if not (path / schema.JOBS_FILE).exists() and not (path / schema.JOBS_DIR).is_dir():
         raise DatasetError(f"dataset {name!r} is incomplete: {path / schema.JOBS_FILE} is missing")
@@ -132,8 +139,9 @@ def list_datasets(root: Path | None = None) -> list[Dataset]:
         return []
     out = []
     for p in sorted(base.iterdir()):
-        if p.is_dir() and (p / schema.META_FILE).is_file() and _NAME_RE.match(p.name):
-            out.append(Dataset(name=p.name, path=p, meta=json.loads((p / schema.META_FILE).read_text())))
+        folder = p.resolve()  # the current version, as open_dataset reads it
+        if _NAME_RE.match(p.name) and folder.is_dir() and (folder / schema.META_FILE).is_file():
+            out.append(Dataset(name=p.name, path=folder, meta=json.loads((folder / schema.META_FILE).read_text())))
     return out
 
 
@@ -145,16 +153,40 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def sweep_stale(root: Path, max_age_s: float = STALE_AFTER_S) -> list[Path]:
-    """Remove staging folders and unreferenced stored copies older than max_age_s left by killed writers."""
+def _retire(folder: Path) -> None:
+    """Mark a replaced version's folder with the time it was replaced (its modification time): sweep_stale removes
+    it RETIRED_GRACE_S later."""
+    now_s = time.time()
+    os.utime(folder, (now_s, now_s))
+
+
+def _age_limit_s(name: str, max_age_s: float) -> float | None:
+    """How old a hidden copy named name may get: retired versions RETIRED_GRACE_S, the rest max_age_s; None when
+    name is not a hidden copy."""
+    if not name.startswith(".") or not any(mark in name for mark in _COPY_MARKS):
+        return None
+    if _STAGING in name or _DELETING in name:  # checked first: the longer limit when a dataset's name has a mark
+        return max_age_s
+    return min(RETIRED_GRACE_S, max_age_s)
+
+
+def sweep_stale(root: Path, max_age_s: float = STALE_AFTER_S, now_s: float | None = None) -> list[Path]:
+    """Remove what no dataset link points at: replaced versions RETIRED_GRACE_S after their replacement, staging
+    folders left by killed writers after max_age_s."""
     if not root.is_dir():
         return []
     live = {p.resolve() for p in root.iterdir() if p.is_symlink()}
-    cutoff = time.time() - max_age_s
+    now_s = time.time() if now_s is None else now_s
     removed = []
     for p in root.iterdir():
-        hidden_copy = p.name.startswith(".") and any(mark in p.name for mark in _COPY_MARKS)
-        if hidden_copy and p.is_dir() and not p.is_symlink() and p.resolve() not in live and p.stat().st_mtime < cutoff:
+        limit_s = _age_limit_s(p.name, max_age_s)
+        if limit_s is None or p.is_symlink() or not p.is_dir() or p.resolve() in live:
+            continue
+        try:
+            expired = p.stat().st_mtime < now_s - limit_s
+        except FileNotFoundError:
+            continue  # removed by another writer's sweep
+        if expired:
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
     return removed
@@ -173,9 +205,11 @@ def _staging(root: Path, name: str) -> Iterator[Path]:
 
 
 def _swap_in(base: Path, name: str, staged: Path, version: str) -> None:
-    """Make `base/name` point at the staged folder in one atomic rename of a symlink, then drop the old copy."""
+    """Make `base/name` point at the staged folder in one atomic rename of a symlink, then retire the old copy (its
+    readers finish on it; sweep_stale removes it after RETIRED_GRACE_S)."""
     final = base / f".{name}{_STORED}{version}-{os.getpid()}-{secrets.token_hex(4)}"
     staged.rename(final)
+    os.utime(final)  # fresh: no sweep takes it for a retired version before the link points at it
     link = base / name
     previous = link.resolve() if link.is_symlink() else None
     if link.exists() and not link.is_symlink():
@@ -187,7 +221,8 @@ def _swap_in(base: Path, name: str, staged: Path, version: str) -> None:
     tmp_link.symlink_to(final.name)
     os.replace(tmp_link, link)
     if previous is not None and previous != final.resolve():
-        shutil.rmtree(previous, ignore_errors=True)
+        _retire(previous)
+    sweep_stale(base)
 
 
 def _in_order(jobs: pl.DataFrame) -> bool:

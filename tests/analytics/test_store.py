@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 
 import polars as pl
 import pytest
@@ -37,7 +38,7 @@ def test_bad_names_rejected(name):
 
 def test_write_then_open_round_trip(data_root):
     ds = store.write_dataset("t1", _jobs(), _caps(), {"source": "test"})
-    assert ds.path == data_root / "t1"
+    assert ds.path == (data_root / "t1").resolve() and ds.path.name.startswith(".t1.v-")  # the version's folder
     jobs = ds.jobs().collect()
     assert jobs.columns == list(schema.JOB_COLUMNS)
     assert jobs.schema["submit_time"] == schema.TIMESTAMP
@@ -54,7 +55,10 @@ def test_rewrite_replaces_and_changes_version(data_root):
     assert ds.version != v1
     assert ds.jobs().collect().height == 5
     assert sorted(p.name for p in data_root.iterdir() if not p.name.startswith(".t1.v-")) == ["t1"]
-    assert len(list(data_root.glob(".t1.v-*"))) == 1, "exactly one stored copy, no temp folders left behind"
+    copies = sorted(data_root.glob(".t1.v-*"))
+    assert len(copies) == 2, "the new copy and the replaced one (kept for its readers), no temp folders left behind"
+    store.sweep_stale(data_root, now_s=time.time() + store.RETIRED_GRACE_S + 1)
+    assert list(data_root.glob(".t1.v-*")) == [ds.path], "the replaced copy goes after its grace period"
 
 
 def test_failed_write_keeps_existing_dataset(data_root):
