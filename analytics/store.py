@@ -13,9 +13,11 @@ readers that still hold it, so that a reader during a replacement sees the old o
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -33,6 +35,7 @@ import pyarrow.parquet as pq
 
 from analytics import capabilities, schema
 
+log = logging.getLogger(__name__)
 DEFAULT_DATA_DIR = "data"
 DEFAULT_DATASET = "helios-synth"
 STALE_AFTER_S = 3600  # staging folders older than this were left by a killed writer
@@ -52,6 +55,40 @@ _DERIVED_STAGING = "-tmp-"
 
 class DatasetError(Exception):
     """A dataset is missing, malformed or badly named."""
+
+
+class DiskFullError(DatasetError, OSError):
+    """A dataset could not be written because its disk is full (nothing was changed)."""
+
+
+DISK_FULL_FREE_BYTES = 1 << 20  # a write that fails with less than this left on its disk failed for lack of room
+
+
+def disk_full(exc: BaseException, folder: Path) -> bool:
+    """Whether exc (or what caused it) comes from a full disk under folder: ENOSPC as the OS, Arrow or Polars report
+    it, or any failed write (NumPy reports a short write only) with almost nothing left there."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen)
+        if getattr(seen, "errno", None) == errno.ENOSPC or "No space left on device" in text or "os error 28" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    try:
+        return isinstance(exc, OSError) and shutil.disk_usage(folder).free < DISK_FULL_FREE_BYTES
+    except OSError:
+        return False
+
+
+def disk_full_error(folder: Path) -> DiskFullError:
+    """The one-line error of a write to folder that ran out of room (naming no server path)."""
+    try:
+        free = f" ({shutil.disk_usage(folder).free // 1024} KiB free)"
+    except OSError:
+        free = ""
+    return DiskFullError(
+        f"the disk is full: the data folder's disk has no room for this dataset{free}; nothing was changed "
+        "(every dataset is as it was): free some space, then try again"
+    )
 
 
 def data_dir() -> Path:
@@ -194,14 +231,24 @@ def sweep_stale(root: Path, max_age_s: float = STALE_AFTER_S, now_s: float | Non
 
 @contextmanager
 def _staging(root: Path, name: str) -> Iterator[Path]:
-    root.mkdir(parents=True, exist_ok=True)
-    sweep_stale(root)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}{_STAGING}", dir=root))
-    tmp.chmod(0o755)
+    """A fresh hidden folder under root to write a version in, removed afterwards whatever happens; a write that
+    runs out of room raises DiskFullError."""
+    tmp: Path | None = None
     try:
+        root.mkdir(parents=True, exist_ok=True)
+        sweep_stale(root)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}{_STAGING}", dir=root))
+        tmp.chmod(0o755)
         yield tmp
+    except Exception as exc:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # first: the room it took is what the check below looks at
+        if not isinstance(exc, DiskFullError) and disk_full(exc, root):
+            raise disk_full_error(root) from exc
+        raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _swap_in(base: Path, name: str, staged: Path, version: str) -> None:
@@ -527,7 +574,8 @@ def derived_path(ds: Dataset, part: str) -> Path:
 
 def derived_part(ds: Dataset, part: str, build: Callable[[Path], None]) -> Path | None:
     """The folder of ds's derived part `part`, built once by build(staging folder) under the part's lock and renamed
-    into place whole; None when it is absent and ds's folder cannot be written (a read-only host builds nothing)."""
+    into place whole; None when it is absent and ds's folder cannot be written (a read-only host or a full disk builds
+    nothing: the queries compute without it)."""
     final = derived_path(ds, part)
     if final.is_dir():
         return final
@@ -543,13 +591,19 @@ def derived_part(ds: Dataset, part: str, build: Callable[[Path], None]) -> Path 
             return final  # built by another process while this one waited
         for stale in base.glob(f".{part}{_DERIVED_STAGING}*"):
             shutil.rmtree(stale, ignore_errors=True)  # left by a killed builder (only lock holders stage)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{part}{_DERIVED_STAGING}", dir=base))
         try:
-            build(tmp)
-            tmp.chmod(0o755)
-            tmp.rename(final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{part}{_DERIVED_STAGING}", dir=base))
+            try:
+                build(tmp)
+                tmp.chmod(0o755)
+                tmp.rename(final)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        except Exception as exc:
+            if not disk_full(exc, base):
+                raise
+            log.warning("no room to write %s of dataset %s (the disk is full): computed without it", part, ds.name)
+            return None
     for old in ds.path.glob("derived-*"):
         if old.name != DERIVED_DIR:
             shutil.rmtree(old, ignore_errors=True)  # an older format's files: never read again

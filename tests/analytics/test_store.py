@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import time
 
@@ -121,3 +122,27 @@ def test_delete_only_touches_folders_that_are_datasets(tmp_path):
     with pytest.raises(store.DatasetError, match="no meta.json"):
         store.delete_dataset("notes", root)
     assert (root / "notes" / "todo.txt").exists()
+
+
+def test_a_derived_part_that_finds_the_disk_full_is_computed_without(data_root):
+    ds = store.write_dataset("t1", _jobs(3), _caps(), {})
+
+    def no_room(folder):
+        (folder / "part.bin").write_bytes(b"x")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def broken(folder):
+        raise OSError(errno.EIO, "Input/output error")
+
+    assert store.derived_part(ds, "x", no_room) is None  # the queries compute without it
+    assert not list((ds.path / store.DERIVED_DIR).glob(".x*tmp*")) and not store.derived_path(ds, "x").exists()
+    with pytest.raises(OSError, match="Input/output error"):
+        store.derived_part(ds, "y", broken)  # any other failure is an error
+
+
+def test_disk_full_is_recognised_however_the_writer_reports_it(tmp_path):
+    polars_style = RuntimeError("parquet: underlying IO error: No space left on device (os error 28)")
+    assert store.disk_full(OSError(errno.ENOSPC, "No space left on device"), tmp_path)
+    assert store.disk_full(polars_style, tmp_path)
+    assert not store.disk_full(OSError("500 requested and 131 written"), tmp_path)  # room left here: not full
+    assert not store.disk_full(ValueError("bad value"), tmp_path)
