@@ -44,7 +44,7 @@ from sim.sweep import grid_points  # noqa: E402
 
 PASSWORDS = {"ada": "ada-admin-password-1", "vic": "vic-viewer-password-1"}
 Check = Callable[[str], str]  # base URL -> what was seen; raises AssertionError when the finding is not held
-RUN_UNPOLLED_S = 5  # the server's HELIOS_RUN_UNPOLLED_S here (default 90): a run nobody polls stops this soon
+RUN_UNPOLLED_S = 10  # the server's HELIOS_RUN_UNPOLLED_S here (default 90): a run nobody polls stops this soon
 RUN_DATASET = "philly"  # always served too: the what-if runs are of its trace
 JSON = {"Content-Type": "application/json"}
 
@@ -283,8 +283,10 @@ def check_runs(server_pid: int) -> Check:
         assert runs, "the first run never started"
         second = _start_run(viewer, base, _slow_config(1.2))
         refusal = ""
+        last_poll_s = time.monotonic()
         for _ in range(30):
             first.poll()
+            last_poll_s = time.monotonic()
             answer = second.poll()
             if answer:
                 refusal = json.dumps(answer)
@@ -292,10 +294,17 @@ def check_runs(server_pid: int) -> Check:
             time.sleep(1.0)
         assert "already running 1" in refusal, refusal[:300]
         assert all(p.is_running() for p in runs), "the first run stopped while it was polled"
-        stopped_at = time.monotonic()  # the first run's page is "closed": no more polls
+        # From here the first run's page is "closed": no more polls.
         _, alive = psutil.wait_procs(runs, timeout=RUN_UNPOLLED_S + 20)
-        waited_s = time.monotonic() - stopped_at
+        waited_s = time.monotonic() - last_poll_s
         assert not alive, f"the unpolled run still runs after {waited_s:.0f} s"
+        ending = ""
+        for _ in range(20):
+            ending = json.dumps(first.poll())
+            if ending != "{}":
+                break
+            time.sleep(0.5)
+        assert "nobody polled the run" in ending, f"the first run ended otherwise: {ending[:300]}"
         return (
             f"a viewer's second run at once refused ('you are already running 1 ...'); the first run, no longer "
             f"polled, stopped {waited_s:.1f} s after its last poll (limit {RUN_UNPOLLED_S} s)"
