@@ -82,7 +82,7 @@ def disk_full(exc: BaseException, folder: Path) -> bool:
 def disk_full_error(folder: Path) -> DiskFullError:
     """The one-line error of a write to folder that ran out of room (naming no server path)."""
     try:
-        free = f" ({shutil.disk_usage(folder).free // 1024} KiB free)"
+        free = f" ({shutil.disk_usage(folder).free / 2**20:.1f} MiB free)"
     except OSError:
         free = ""
     return DiskFullError(
