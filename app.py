@@ -15,6 +15,7 @@ from components.server.background import background_manager
 from components.server.errors import install_error_handlers
 from components.server.hardening import install_hardening
 from components.server.health import install_health
+from components.server.heartbeats import install_heartbeats
 from components.server.settings import Settings, private_folder
 from components.shell import callbacks
 from components.shell import layout as shell
@@ -47,7 +48,8 @@ def create_app(settings: Settings | None = None) -> Dash:
     install_access_log(app.server)
     install_error_handlers(app.server)
     install_auth(app.server, AuthSettings.from_env())
-    install_hardening(app.server)
+    install_hardening(app.server, settings)
+    install_heartbeats(app.server)
     return app
 
 

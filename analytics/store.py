@@ -5,13 +5,19 @@ A refreshable dataset holds `jobs/YYYY-MM.parquet` (one file per submit month) i
 
 Files computed from one version (the column files and rollups of analytics.queries) live in its `derived-N/` folder,
 one sub-folder per part, each built once under a lock and renamed into place whole; every process reads them.
+
+`<name>` is a link to the current version's folder `.<name>.v-...`. A reader resolves the link once, when it opens
+the dataset, and reads that version's folder to the end; a replaced version stays RETIRED_GRACE_S on disk for the
+readers that still hold it, so that a reader during a replacement sees the old or the new version whole.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -29,9 +35,11 @@ import pyarrow.parquet as pq
 
 from analytics import capabilities, schema
 
+log = logging.getLogger(__name__)
 DEFAULT_DATA_DIR = "data"
 DEFAULT_DATASET = "helios-synth"
 STALE_AFTER_S = 3600  # staging folders older than this were left by a killed writer
+RETIRED_GRACE_S = 600  # a replaced version stays this long for its readers (a page's queries, a run's first read)
 # Hidden copies of a dataset folder `.<name><mark>...`: being written, stored (the link points at it), replaced, gone.
 _STAGING, _STORED, _REPLACED, _DELETING = ".tmp-", ".v-", ".legacy-", ".deleting-"
 _COPY_MARKS = (_STAGING, _STORED, _REPLACED, _DELETING)
@@ -47,6 +55,40 @@ _DERIVED_STAGING = "-tmp-"
 
 class DatasetError(Exception):
     """A dataset is missing, malformed or badly named."""
+
+
+class DiskFullError(DatasetError, OSError):
+    """A dataset could not be written because its disk is full (nothing was changed)."""
+
+
+DISK_FULL_FREE_BYTES = 1 << 20  # a write that fails with less than this left on its disk failed for lack of room
+
+
+def disk_full(exc: BaseException, folder: Path) -> bool:
+    """Whether exc (or what caused it) comes from a full disk under folder: ENOSPC as the OS, Arrow or Polars report
+    it, or any failed write (NumPy reports a short write only) with almost nothing left there."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen)
+        if getattr(seen, "errno", None) == errno.ENOSPC or "No space left on device" in text or "os error 28" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    try:
+        return isinstance(exc, OSError) and shutil.disk_usage(folder).free < DISK_FULL_FREE_BYTES
+    except OSError:
+        return False
+
+
+def disk_full_error(folder: Path) -> DiskFullError:
+    """The one-line error of a write to folder that ran out of room (naming no server path)."""
+    try:
+        free = f" ({shutil.disk_usage(folder).free / 2**20:.1f} MiB free)"
+    except OSError:
+        free = ""
+    return DiskFullError(
+        f"the disk is full: the data folder's disk has no room for this dataset{free}; nothing was changed "
+        "(every dataset is as it was): free some space, then try again"
+    )
 
 
 def data_dir() -> Path:
@@ -110,13 +152,15 @@ class Dataset:
 
 
 def open_dataset(name: str, root: Path | None = None) -> Dataset:
-    """Open dataset `name` under root (default `data_dir()`), raising DatasetError when absent or incomplete."""
+    """Open dataset `name` under root (default `data_dir()`) at its current version (the version's own folder, which
+    a later replacement leaves in place), raising DatasetError when absent or incomplete."""
     check_name(name)
-    path = (root or data_dir()) / name
+    link = (root or data_dir()) / name
+    path = link.resolve()  # once: every later read of this Dataset is of this version
     meta_path = path / schema.META_FILE
     if not meta_path.is_file():
         known = ", ".join(d.name for d in list_datasets(root)) or "none"
-        raise DatasetError(f"dataset {name!r} not found under {path.parent} (available: {known})")
+        raise DatasetError(f"dataset {name!r} not found under {link.parent} (available: {known})")
     meta = json.loads(meta_path.read_text())
     if not (path / schema.JOBS_FILE).exists() and not (path / schema.JOBS_DIR).is_dir():
         raise DatasetError(f"dataset {name!r} is incomplete: {path / schema.JOBS_FILE} is missing")
@@ -132,8 +176,9 @@ def list_datasets(root: Path | None = None) -> list[Dataset]:
         return []
     out = []
     for p in sorted(base.iterdir()):
-        if p.is_dir() and (p / schema.META_FILE).is_file() and _NAME_RE.match(p.name):
-            out.append(Dataset(name=p.name, path=p, meta=json.loads((p / schema.META_FILE).read_text())))
+        folder = p.resolve()  # the current version, as open_dataset reads it
+        if _NAME_RE.match(p.name) and folder.is_dir() and (folder / schema.META_FILE).is_file():
+            out.append(Dataset(name=p.name, path=folder, meta=json.loads((folder / schema.META_FILE).read_text())))
     return out
 
 
@@ -145,16 +190,40 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def sweep_stale(root: Path, max_age_s: float = STALE_AFTER_S) -> list[Path]:
-    """Remove staging folders and unreferenced stored copies older than max_age_s left by killed writers."""
+def _retire(folder: Path) -> None:
+    """Mark a replaced version's folder with the time it was replaced (its modification time): sweep_stale removes
+    it RETIRED_GRACE_S later."""
+    now_s = time.time()
+    os.utime(folder, (now_s, now_s))
+
+
+def _age_limit_s(name: str, max_age_s: float) -> float | None:
+    """How old a hidden copy named name may get: retired versions RETIRED_GRACE_S, the rest max_age_s; None when
+    name is not a hidden copy."""
+    if not name.startswith(".") or not any(mark in name for mark in _COPY_MARKS):
+        return None
+    if _STAGING in name or _DELETING in name:  # checked first: the longer limit when a dataset's name has a mark
+        return max_age_s
+    return min(RETIRED_GRACE_S, max_age_s)
+
+
+def sweep_stale(root: Path, max_age_s: float = STALE_AFTER_S, now_s: float | None = None) -> list[Path]:
+    """Remove what no dataset link points at: replaced versions RETIRED_GRACE_S after their replacement, staging
+    folders left by killed writers after max_age_s."""
     if not root.is_dir():
         return []
     live = {p.resolve() for p in root.iterdir() if p.is_symlink()}
-    cutoff = time.time() - max_age_s
+    now_s = time.time() if now_s is None else now_s
     removed = []
     for p in root.iterdir():
-        hidden_copy = p.name.startswith(".") and any(mark in p.name for mark in _COPY_MARKS)
-        if hidden_copy and p.is_dir() and not p.is_symlink() and p.resolve() not in live and p.stat().st_mtime < cutoff:
+        limit_s = _age_limit_s(p.name, max_age_s)
+        if limit_s is None or p.is_symlink() or not p.is_dir() or p.resolve() in live:
+            continue
+        try:
+            expired = p.stat().st_mtime < now_s - limit_s
+        except FileNotFoundError:
+            continue  # removed by another writer's sweep
+        if expired:
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
     return removed
@@ -162,20 +231,32 @@ def sweep_stale(root: Path, max_age_s: float = STALE_AFTER_S) -> list[Path]:
 
 @contextmanager
 def _staging(root: Path, name: str) -> Iterator[Path]:
-    root.mkdir(parents=True, exist_ok=True)
-    sweep_stale(root)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}{_STAGING}", dir=root))
-    tmp.chmod(0o755)
+    """A fresh hidden folder under root to write a version in, removed afterwards whatever happens; a write that
+    runs out of room raises DiskFullError."""
+    tmp: Path | None = None
     try:
+        root.mkdir(parents=True, exist_ok=True)
+        sweep_stale(root)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}{_STAGING}", dir=root))
+        tmp.chmod(0o755)
         yield tmp
+    except Exception as exc:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # first: the room it took is what the check below looks at
+        if not isinstance(exc, DiskFullError) and disk_full(exc, root):
+            raise disk_full_error(root) from exc
+        raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _swap_in(base: Path, name: str, staged: Path, version: str) -> None:
-    """Make `base/name` point at the staged folder in one atomic rename of a symlink, then drop the old copy."""
+    """Make `base/name` point at the staged folder in one atomic rename of a symlink, then retire the old copy (its
+    readers finish on it; sweep_stale removes it after RETIRED_GRACE_S)."""
     final = base / f".{name}{_STORED}{version}-{os.getpid()}-{secrets.token_hex(4)}"
     staged.rename(final)
+    os.utime(final)  # fresh: no sweep takes it for a retired version before the link points at it
     link = base / name
     previous = link.resolve() if link.is_symlink() else None
     if link.exists() and not link.is_symlink():
@@ -187,7 +268,8 @@ def _swap_in(base: Path, name: str, staged: Path, version: str) -> None:
     tmp_link.symlink_to(final.name)
     os.replace(tmp_link, link)
     if previous is not None and previous != final.resolve():
-        shutil.rmtree(previous, ignore_errors=True)
+        _retire(previous)
+    sweep_stale(base)
 
 
 def _in_order(jobs: pl.DataFrame) -> bool:
@@ -492,7 +574,8 @@ def derived_path(ds: Dataset, part: str) -> Path:
 
 def derived_part(ds: Dataset, part: str, build: Callable[[Path], None]) -> Path | None:
     """The folder of ds's derived part `part`, built once by build(staging folder) under the part's lock and renamed
-    into place whole; None when it is absent and ds's folder cannot be written (a read-only host builds nothing)."""
+    into place whole; None when it is absent and ds's folder cannot be written (a read-only host or a full disk builds
+    nothing: the queries compute without it)."""
     final = derived_path(ds, part)
     if final.is_dir():
         return final
@@ -508,13 +591,19 @@ def derived_part(ds: Dataset, part: str, build: Callable[[Path], None]) -> Path 
             return final  # built by another process while this one waited
         for stale in base.glob(f".{part}{_DERIVED_STAGING}*"):
             shutil.rmtree(stale, ignore_errors=True)  # left by a killed builder (only lock holders stage)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{part}{_DERIVED_STAGING}", dir=base))
         try:
-            build(tmp)
-            tmp.chmod(0o755)
-            tmp.rename(final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{part}{_DERIVED_STAGING}", dir=base))
+            try:
+                build(tmp)
+                tmp.chmod(0o755)
+                tmp.rename(final)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        except Exception as exc:
+            if not disk_full(exc, base):
+                raise
+            log.warning("no room to write %s of dataset %s (the disk is full): computed without it", part, ds.name)
+            return None
     for old in ds.path.glob("derived-*"):
         if old.name != DERIVED_DIR:
             shutil.rmtree(old, ignore_errors=True)  # an older format's files: never read again

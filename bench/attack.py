@@ -2,7 +2,8 @@
 
 Loopback only and bounded: a gunicorn (2 workers) on 127.0.0.1 over a small copy of a dataset, a users file with an
 admin and a viewer, at most a few dozen requests per check. Findings that live below HTTP (scenario bounds, archive
-limits, the store) are exercised where the server applies them.
+limits, the store) are exercised where the server applies them. The what-if runs are hand-made callback requests (as
+a script, not the page, would send them), on a server that stops a run after RUN_UNPOLLED_S without polls.
 
     python bench/attack.py [--dataset philly] [--data-dir data]
 """
@@ -27,7 +28,10 @@ import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -40,6 +44,9 @@ from sim.sweep import grid_points  # noqa: E402
 
 PASSWORDS = {"ada": "ada-admin-password-1", "vic": "vic-viewer-password-1"}
 Check = Callable[[str], str]  # base URL -> what was seen; raises AssertionError when the finding is not held
+RUN_UNPOLLED_S = 10  # the server's HELIOS_RUN_UNPOLLED_S here (default 90): a run nobody polls stops this soon
+RUN_DATASET = "philly"  # always served too: the what-if runs are of its trace
+JSON = {"Content-Type": "application/json"}
 
 
 def _free_port() -> int:
@@ -180,6 +187,132 @@ def check_symlink_delete(_base: str) -> str:
     return "deleting a dataset link leaves the folder it points to"
 
 
+def _post_login_form(source: str, base: str, account: str, forwarded_for: str) -> int:
+    """A failed login from the loopback address source, claiming to be forwarded_for; the status answered."""
+    parts = urllib.parse.urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30, source_address=(source, 0))
+    conn.request("GET", "/login", headers={"X-Forwarded-For": forwarded_for})
+    resp = conn.getresponse()
+    cookie = resp.getheader("Set-Cookie", "").split(";", 1)[0]
+    token = re.search(r'name="csrf" value="([0-9a-f]+)"', resp.read().decode()).group(1)
+    form = urllib.parse.urlencode({"username": account, "password": "wrong", "csrf": token, "next": "/"})
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie, "X-Forwarded-For": forwarded_for}
+    conn.request("POST", "/login", form, headers)
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def check_forwarded_for(base: str) -> str:
+    codes = [_post_login_form("127.0.0.2", base, f"ghost{i}", f"203.0.113.{i}") for i in range(7)]
+    assert codes == [401] * 5 + [429, 429], codes
+    return f"7 failed logins from one address, each claiming another X-Forwarded-For: {codes}"
+
+
+@dataclass
+class Run:
+    """A what-if run started by hand-made callback requests: the page load's endId and the job's signed handles."""
+
+    opener: urllib.request.OpenerDirector
+    base: str
+    body: bytes
+    end_id: str
+    handles: dict
+
+    def poll(self) -> dict:
+        """One poll of the run's result, as the page sends it every second; {} while it runs."""
+        query = urllib.parse.urlencode({"endId": self.end_id, **self.handles})
+        status, _, text = _request(self.opener, f"{self.base}/_dash-update-component?{query}", self.body, JSON)
+        assert status in (200, 204), (status, text[:200])
+        answer = json.loads(text) if status == 200 and text else {}
+        return answer if "response" in answer else {}
+
+
+def _start_run(opener, base: str, config: dict) -> Run:
+    """Start the What-if page's background run of config, as its callback request would."""
+    _, _, page = _request(opener, f"{base}/whatif")
+    end_id = json.loads(re.search(r'id="_dash-config"[^>]*>(.*?)</script>', page, re.S).group(1))["end_id"]
+    _, _, deps = _request(opener, f"{base}/_dash-dependencies")
+    spec = next(c for c in json.loads(deps) if c["inputs"] == [{"id": "whatif-config", "property": "data"}])
+    outputs = [dict(zip(("id", "property"), o.rsplit(".", 1), strict=True)) for o in spec["output"][2:-2].split("...")]
+    value = {"config": config, "token": os.urandom(8).hex()}
+    payload = {
+        "output": spec["output"],
+        "outputs": outputs,
+        "inputs": [{"id": "whatif-config", "property": "data", "value": value}],
+        "changedPropIds": ["whatif-config.data"],
+        "state": [],
+    }
+    body = json.dumps(payload).encode()
+    status, _, text = _request(opener, f"{base}/_dash-update-component?endId={urllib.parse.quote(end_id)}", body, JSON)
+    assert status == 200, (status, text[:300])
+    handles = {k: v for k, v in json.loads(text).items() if k in ("cacheKey", "job")}
+    return Run(opener, base, body, end_id, handles)
+
+
+def _run_processes(server_pid: int) -> list[psutil.Process]:
+    """The spawned run processes of the server: master -> worker -> background job -> run."""
+    found = []
+    for worker in psutil.Process(server_pid).children():
+        for job in worker.children():
+            try:
+                found += [p for p in job.children() if "spawn_main" in " ".join(p.cmdline())]
+            except psutil.Error:
+                continue
+    return found
+
+
+def _slow_config(load_factor: float) -> dict:
+    """A what-if of the whole Philly trace with the LightGBM predictor ladder (about 15 s here)."""
+    config = ScenarioConfig(
+        dataset="philly", cluster="Philly", estimator="lightgbm", ladder=True, load_factor=load_factor
+    )
+    return config_to_dict(config)
+
+
+def check_runs(server_pid: int) -> Check:
+    def check(base: str) -> str:
+        viewer = _opener()
+        _login(viewer, base, "vic", PASSWORDS["vic"])
+        first = _start_run(viewer, base, _slow_config(1.1))
+        deadline = time.monotonic() + 60
+        while not _run_processes(server_pid) and time.monotonic() < deadline:
+            first.poll()
+            time.sleep(1.0)
+        runs = _run_processes(server_pid)
+        assert runs, "the first run never started"
+        second = _start_run(viewer, base, _slow_config(1.2))
+        refusal = ""
+        last_poll_s = time.monotonic()
+        for _ in range(30):
+            first.poll()
+            last_poll_s = time.monotonic()
+            answer = second.poll()
+            if answer:
+                refusal = json.dumps(answer)
+                break
+            time.sleep(1.0)
+        assert "already running 1" in refusal, refusal[:300]
+        assert all(p.is_running() for p in runs), "the first run stopped while it was polled"
+        # From here the first run's page is "closed": no more polls.
+        _, alive = psutil.wait_procs(runs, timeout=RUN_UNPOLLED_S + 20)
+        waited_s = time.monotonic() - last_poll_s
+        assert not alive, f"the unpolled run still runs after {waited_s:.0f} s"
+        ending = ""
+        for _ in range(20):
+            ending = json.dumps(first.poll())
+            if ending != "{}":
+                break
+            time.sleep(0.5)
+        assert "nobody polled the run" in ending, f"the first run ended otherwise: {ending[:300]}"
+        return (
+            f"a viewer's second run at once refused ('you are already running 1 ...'); the first run, no longer "
+            f"polled, stopped {waited_s:.1f} s after its last poll (limit {RUN_UNPOLLED_S} s)"
+        )
+
+    return check
+
+
 def check_cache_folder(cache_dir: Path) -> Check:
     def check(_base: str) -> str:
         mode = stat.S_IMODE(cache_dir.stat().st_mode)
@@ -193,8 +326,11 @@ def _serve(data_dir: Path, cache_dir: Path, auth_file: Path) -> tuple[subprocess
     port = _free_port()
     env = {**os.environ, "HELIOS_DATA_DIR": str(data_dir), "HELIOS_CACHE_DIR": str(cache_dir), "PORT": str(port)}
     env.update(HELIOS_AUTH_FILE=str(auth_file), HELIOS_SECRET_KEY="attack-bench", WEB_CONCURRENCY="2")
-    for name in ("HELIOS_BIND_HOST", "HELIOS_REDIS_URL", "HELIOS_ANONYMOUS_ROLE"):
+    env.update(HELIOS_RUN_UNPOLLED_S=str(RUN_UNPOLLED_S), HELIOS_BG_INTERVAL_MS="1000")
+    for name in ("HELIOS_BIND_HOST", "HELIOS_REDIS_URL", "HELIOS_ANONYMOUS_ROLE", "HELIOS_PROXY_COUNT"):
         env.pop(name, None)
+    for name in ("HELIOS_MAX_RUNS", "HELIOS_MAX_RUNS_PER_USER"):
+        env.pop(name, None)  # the defaults: 2 per host, 1 per user
     cmd = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "app:server"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"  # the default bind: loopback only
@@ -216,7 +352,8 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="helios-attack-"))
     data = work / "data"
-    shutil.copytree(args.data_dir / args.dataset, data / args.dataset, symlinks=False)
+    for name in {args.dataset, RUN_DATASET}:
+        shutil.copytree(args.data_dir / name, data / name, symlinks=False)
     users = {n: UserRecord(n, "admin" if n == "ada" else "viewer", hash_password(p)) for n, p in PASSWORDS.items()}
     save_users(work / "users.json", users)
     proc, base = _serve(data, work / "cache", work / "users.json")
@@ -230,6 +367,8 @@ def main() -> int:
         "zip bombs refused": check_zip_bomb,
         "delete does not follow links out": check_symlink_delete,
         "cache folder is private": check_cache_folder(work / "cache"),
+        "one run at a time per user; unpolled runs stop": check_runs(proc.pid),
+        "a forged X-Forwarded-For does not dodge the back-off": check_forwarded_for,  # locks 127.0.0.2
         "login brute force is throttled": check_brute_force,  # last: it locks this client address for a while
     }
     failed = 0

@@ -104,7 +104,9 @@ def run_ingest(args: argparse.Namespace) -> int:
     else:
         clusters = ", ".join(meta["clusters"])
         print(f"dataset {dataset.name}: {meta['row_counts']['jobs']} jobs, clusters {clusters}")
-    print(f"period {meta['period']['start']} .. {meta['period']['end']}; written to {dataset.path}")
+    print(
+        f"period {meta['period']['start']} .. {meta['period']['end']}; written to {dataset.path.parent / dataset.name}"
+    )
     print_capacity_note(meta)
     print("\n".join(summary_lines(meta["quality"])))
     return 0

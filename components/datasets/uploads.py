@@ -75,7 +75,14 @@ def stage_upload(raw: bytes, filename: str, fmt: str, name: str, cache_dir: Path
     except store.DatasetError as exc:
         raise UploadError(str(exc)[:300]) from None
     token = secrets.token_hex(16)
-    (uploads_dir(cache_dir) / f"{token}{_suffix(filename)}").write_bytes(raw)
+    path = uploads_dir(cache_dir) / f"{token}{_suffix(filename)}"
+    try:
+        path.write_bytes(raw)
+    except OSError as exc:
+        path.unlink(missing_ok=True)
+        if store.disk_full(exc, path.parent):
+            raise UploadError("the disk is full: no room to receive the upload; free some space, then retry") from None
+        raise
     return {"token": token, "suffix": _suffix(filename), "format": fmt, "name": name, "filename": str(filename)[:200]}
 
 

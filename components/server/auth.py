@@ -247,8 +247,10 @@ def password_user(state: AuthState, name: str, password: str) -> User | None:
 
 
 def _remote_trusted(settings: AuthSettings) -> bool:
+    # The peer itself, also when X-Forwarded-For (HELIOS_PROXY_COUNT) named the client behind it as remote_addr.
+    peer = request.environ.get("werkzeug.proxy_fix.orig", {}).get("REMOTE_ADDR", request.remote_addr)
     try:
-        addr = ipaddress.ip_address(request.remote_addr or "")
+        addr = ipaddress.ip_address(peer or "")
     except ValueError:
         return False
     return any(addr in net for net in settings.trusted_proxies)

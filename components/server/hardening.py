@@ -1,11 +1,13 @@
 """Answers that are safe to expose: small request bodies (large ones for admin uploads only), security headers,
-no caching of data, and 400 for malformed Dash payloads."""
+no caching of data, 400 for malformed Dash payloads, and the client's address behind a known number of proxies."""
 
 from __future__ import annotations
 
 import flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from components.server.auth import has_role
+from components.server.settings import Settings
 
 SMALL_BODY_BYTES = 8 * 1024**2  # every request but an admin's upload (gunicorn caps a URL at 8 KiB anyway)
 DASH_UPDATE = "/_dash-update-component"
@@ -49,7 +51,11 @@ def _headers(response: flask.Response) -> flask.Response:
     return response
 
 
-def install_hardening(server: flask.Flask) -> None:
-    """Check request bodies after the access rules, and add security and no-store headers to every answer."""
+def install_hardening(server: flask.Flask, settings: Settings) -> None:
+    """Check request bodies after the access rules, add security and no-store headers to every answer, and take the
+    client's address from X-Forwarded-For only as far as settings.proxy_count proxies wrote it (by default never:
+    the header is the client's to forge)."""
     server.before_request(_check_body)
     server.after_request(_headers)
+    if settings.proxy_count:
+        server.wsgi_app = ProxyFix(server.wsgi_app, x_for=settings.proxy_count)

@@ -1,21 +1,28 @@
-"""Long work of a request (what-if runs, sweeps, uploads) in a spawned child process, within the host's run slots
-and a memory and a time limit, stopped when the job waiting for it is gone."""
+"""Long work of a request (what-if runs, sweeps, uploads) in a spawned child process, within the host's run slots and
+its user's, a memory and a time limit, stopped when the job waiting for it is gone or its page stopped polling."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import fcntl
+import hashlib
 import multiprocessing
 import os
 import resource
 import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty
 
+import dash
+import flask
+
+from components.server import heartbeats
+from components.server.auth import current_user
 from components.server.background import cache_dir
 from components.server.settings import Settings
 
@@ -61,13 +68,55 @@ def _subprocess_entry(target: Callable, args: tuple, queue, memory_mb: int, pare
     queue.put(("done", value))
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who started a run (a signed-in user, or an anonymous client by address) and the background job whose polls
+    show that its page still waits for the result."""
+
+    client: str
+    job: str
+
+
+CLIENT_DATA = "helios_client"  # the key of the client in a callback's custom data
+
+
+def client_of_request() -> str:
+    """The client of the current request: `user:<name>` when signed in, else `ip:<address>` (the proxy's client
+    with HELIOS_PROXY_COUNT)."""
+    user = current_user()
+    if user is not None and user.via != "anonymous":
+        return f"user:{user.name}"
+    return f"ip:{flask.request.remote_addr}"
+
+
+# Every callback request records its client, which Dash hands to the background job it starts.
+dash.hooks.custom_data(CLIENT_DATA)(lambda _ctx: client_of_request())
+
+
+def _job_id() -> str:
+    """The id of the background job this process runs: its Celery task id, else (Dash's disk-cache jobs) its pid."""
+    try:
+        from celery import current_task
+    except ImportError:
+        return str(os.getpid())
+    return str(current_task.request.id) if current_task and current_task.request.id else str(os.getpid())
+
+
+def job_caller() -> Caller | None:
+    """The caller of the background callback being run (None outside one, e.g. in a script or a test)."""
+    try:
+        client = dash.callback_context.custom_data.get(CLIENT_DATA)
+    except dash.exceptions.MissingCallbackContextException:
+        return None
+    return Caller(str(client), _job_id()) if client else None
+
+
 @contextmanager
-def run_slot(settings: Settings) -> Iterator[None]:
-    """Hold one of the host's settings.max_runs run slots (file locks in the cache folder), or refuse at once."""
-    folder = cache_dir(settings) / "run-slots"
+def _slot(folder: Path, prefix: str, count: int, refusal: str) -> Iterator[None]:
+    """Hold one of count file-lock slots named prefix-<i> in folder, or raise RunError(refusal) at once."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    for slot in range(settings.max_runs):
-        handle = (folder / f"slot-{slot}.lock").open("a")
+    for slot in range(count):
+        handle = (folder / f"{prefix}-{slot}.lock").open("a")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -79,9 +128,25 @@ def run_slot(settings: Settings) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
             handle.close()
         return
-    raise RunError(
-        f"this server is already running {settings.max_runs} long jobs (HELIOS_MAX_RUNS); try again when one ends"
+    raise RunError(refusal)
+
+
+def run_slot(settings: Settings):
+    """A context holding one of the host's settings.max_runs run slots (file locks in the cache folder), or refusing
+    at once."""
+    refusal = f"this server is already running {settings.max_runs} long jobs (HELIOS_MAX_RUNS); try again when one ends"
+    return _slot(cache_dir(settings) / "run-slots", "slot", settings.max_runs, refusal)
+
+
+def user_slot(settings: Settings, client: str):
+    """A context holding one of client's settings.max_runs_per_user run slots on this host, or refusing at once."""
+    digest = hashlib.sha256(client.encode()).hexdigest()[:24]
+    who = "you are" if client.startswith("user:") else "your address is"
+    refusal = (
+        f"{who} already running {settings.max_runs_per_user} what-if run(s) or sweep(s) "
+        "(HELIOS_MAX_RUNS_PER_USER): wait for it to finish or cancel it, then try again"
     )
+    return _slot(cache_dir(settings) / "run-slots", f"user-{digest}", settings.max_runs_per_user, refusal)
 
 
 def _resident_mb(pid: int) -> float:
@@ -95,14 +160,27 @@ def _resident_mb(pid: int) -> float:
     return 0.0
 
 
-def _check_limits(proc, settings: Settings, started_s: float) -> None:
-    """Stop proc and raise when it has run longer or grown larger than the settings allow."""
+def _unpolled_s(settings: Settings, caller: Caller | None, started_wall_s: float) -> float:
+    """Seconds since caller's page last polled its job (or since the run started, when it has not polled yet)."""
+    if caller is None:
+        return 0.0
+    last_s = heartbeats.last_beat_s(settings, caller.job) or 0.0
+    return time.time() - max(last_s, started_wall_s)
+
+
+def _check_limits(proc, settings: Settings, started_s: float, caller: Caller | None, started_wall_s: float) -> None:
+    """Stop proc and raise when it has run longer or grown larger than the settings allow, or nobody polls it."""
     if time.monotonic() - started_s > settings.run_timeout_s:
         proc.kill()
         raise RunError(f"the run took longer than {settings.run_timeout_s} s and was stopped")
     if _resident_mb(proc.pid) > settings.run_memory_mb:
         proc.kill()
         raise RunError(f"the run used more than {settings.run_memory_mb} MB and was stopped")
+    if _unpolled_s(settings, caller, started_wall_s) > settings.run_unpolled_s:
+        proc.kill()
+        raise RunError(
+            f"nobody polled the run's result for {settings.run_unpolled_s} s (its page was closed): it was stopped"
+        )
 
 
 def run_in_subprocess(
@@ -112,15 +190,23 @@ def run_in_subprocess(
     poll_s: float = 0.2,
     settings: Settings | None = None,
     expected: tuple[type[Exception], ...] = (ValueError,),
+    caller: Caller | None = None,
 ):
     """Run target(*args, report) in a fresh spawned interpreter within the host's run slots and the memory and time
-    limits of settings, forwarding its progress; return its value (an expected exception becomes a RunError)."""
+    limits of settings, forwarding its progress; return its value (an expected exception becomes a RunError). With
+    a caller, the run also takes one of its client's slots and stops when its job is no longer polled."""
     settings = settings or Settings()
-    with run_slot(settings):
-        return _run_limited(target, args, on_progress, poll_s, settings, expected)
+    with ExitStack() as held:
+        if caller is not None:
+            held.enter_context(user_slot(settings, caller.client))
+            held.callback(heartbeats.forget, settings, caller.job)
+        held.enter_context(run_slot(settings))
+        return _run_limited(target, args, on_progress, poll_s, settings, expected, caller)
 
 
-def _run_limited(target: Callable, args: tuple, on_progress, poll_s: float, settings: Settings, expected: tuple):
+def _run_limited(
+    target: Callable, args: tuple, on_progress, poll_s: float, settings: Settings, expected: tuple, caller
+):
     # Dash starts background jobs by forking the web worker, and Polars' thread pool does not survive a fork
     # (the forked child can hang on a lock), so the work itself runs in a spawned process.
     ctx = multiprocessing.get_context("spawn")
@@ -128,7 +214,8 @@ def _run_limited(target: Callable, args: tuple, on_progress, poll_s: float, sett
     entry_args = (target, args, queue, settings.run_memory_mb, os.getpid(), expected)
     proc = ctx.Process(target=_subprocess_entry, args=entry_args)  # may start Dask workers
     proc.start()
-    started_s = time.monotonic()
+    started_s, started_wall_s = time.monotonic(), time.time()
+    checked_s = started_s
     try:
         while True:
             try:
@@ -136,15 +223,16 @@ def _run_limited(target: Callable, args: tuple, on_progress, poll_s: float, sett
             except Empty:
                 if not proc.is_alive():
                     raise RunError(f"the worker process stopped (exit code {proc.exitcode})") from None
-                _check_limits(proc, settings, started_s)
-                continue
-            if kind == "progress":
-                if on_progress is not None:
-                    on_progress(*payload)
-            elif kind == "done":
+                kind, payload = "wait", []
+            if kind == "done":
                 return payload[0]
-            else:
+            if kind == "error":
                 raise RunError(payload[0])
+            if kind == "progress" and on_progress is not None:
+                on_progress(*payload)
+            if time.monotonic() - checked_s >= poll_s:  # also while progress keeps coming
+                _check_limits(proc, settings, started_s, caller, started_wall_s)
+                checked_s = time.monotonic()
     finally:
         if proc.is_alive():
             proc.kill()

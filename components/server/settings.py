@@ -22,12 +22,18 @@ class Settings:
     cache_timeout_s: int = 24 * 3600
     default_dataset: str = DEFAULT_DATASET
     max_runs: int = 2  # what-if runs and sweeps at once on this host
+    max_runs_per_user: int = 1  # of which one signed-in user (or one anonymous client address) may hold
     run_memory_mb: int = 6144  # memory one run may use before it is stopped
     run_timeout_s: int = 1800  # wall time one run may take before it is stopped
+    # A run whose page stopped polling for this long is stopped. Above a minute: Chrome polls a tab hidden for five
+    # minutes only once a minute.
+    run_unpolled_s: int = 90
+    proxy_count: int = 0  # reverse proxies in front whose X-Forwarded-For names the client (0: ignore the header)
 
     @classmethod
     def from_env(cls) -> Settings:
-        """Build settings from HELIOS_DATA_DIR, HELIOS_CACHE_DIR, HELIOS_REDIS_URL and HELIOS_CACHE_TIMEOUT_S."""
+        """Build settings from HELIOS_DATA_DIR, HELIOS_CACHE_DIR, HELIOS_REDIS_URL, HELIOS_CACHE_TIMEOUT_S, the run
+        limits (HELIOS_MAX_RUNS, HELIOS_MAX_RUNS_PER_USER, HELIOS_RUN_*) and HELIOS_PROXY_COUNT."""
         data = os.environ.get("HELIOS_DATA_DIR")
         return cls(
             data_dir=Path(data) if data else None,
@@ -36,8 +42,11 @@ class Settings:
             cache_timeout_s=int(os.environ.get("HELIOS_CACHE_TIMEOUT_S", str(cls.cache_timeout_s))),
             default_dataset=os.environ.get("HELIOS_DEFAULT_DATASET", cls.default_dataset),
             max_runs=_bounded_int("HELIOS_MAX_RUNS", cls.max_runs, 1, 64),
+            max_runs_per_user=_bounded_int("HELIOS_MAX_RUNS_PER_USER", cls.max_runs_per_user, 1, 64),
             run_memory_mb=_bounded_int("HELIOS_RUN_MEMORY_MB", cls.run_memory_mb, 256, 1 << 20),
             run_timeout_s=_bounded_int("HELIOS_RUN_TIMEOUT_S", cls.run_timeout_s, 10, 7 * 86_400),
+            run_unpolled_s=_bounded_int("HELIOS_RUN_UNPOLLED_S", cls.run_unpolled_s, 5, 86_400),
+            proxy_count=_bounded_int("HELIOS_PROXY_COUNT", cls.proxy_count, 0, 8),
         )
 
 

@@ -17,7 +17,7 @@ from analytics.csv_safety import csv_text
 from components.charts import units
 from components.datasets import access
 from components.server.background import background_manager, poll_interval_ms
-from components.server.runs import RunError, run_in_subprocess
+from components.server.runs import RunError, job_caller, run_in_subprocess
 from components.server.settings import Settings
 from components.shell.controls import graph_config
 from components.whatif import figures as wf
@@ -258,7 +258,12 @@ def run_job(set_progress, request: dict | None, settings: Settings) -> tuple:
 
     try:
         out = run_in_subprocess(
-            render_scenario, (request["config"], settings), progress, settings=settings, expected=SCENARIO_ERRORS
+            render_scenario,
+            (request["config"], settings),
+            progress,
+            settings=settings,
+            expected=SCENARIO_ERRORS,
+            caller=job_caller(),
         )
     except RunError as exc:
         return no_update, no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")

@@ -17,7 +17,7 @@ from analytics.filters import query_params
 from components.charts import units
 from components.charts.figures import empty_figure, style
 from components.server.background import poll_interval_ms
-from components.server.runs import RunError, run_in_subprocess
+from components.server.runs import RunError, job_caller, run_in_subprocess
 from components.server.settings import Settings
 from components.shell.controls import graph_config
 from components.whatif import form as ids
@@ -257,6 +257,7 @@ def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, e
             progress,
             settings=settings,
             expected=SCENARIO_ERRORS,
+            caller=job_caller(),
         )
     except RunError as exc:
         return no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")

@@ -27,7 +27,7 @@ def run_demo(args: argparse.Namespace) -> int:
     progress.done("built")
     counts = ds.meta["row_counts"]
     print(f"dataset {ds.name}: {counts['jobs']} jobs, clusters {', '.join(ds.meta['clusters'])}")
-    print(f"period {ds.meta['period']['start']} .. {ds.meta['period']['end']}; written to {ds.path}")
+    print(f"period {ds.meta['period']['start']} .. {ds.meta['period']['end']}; written to {ds.path.parent / ds.name}")
     return 0
 
 

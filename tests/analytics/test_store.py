@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
+import time
 
 import polars as pl
 import pytest
@@ -37,7 +39,7 @@ def test_bad_names_rejected(name):
 
 def test_write_then_open_round_trip(data_root):
     ds = store.write_dataset("t1", _jobs(), _caps(), {"source": "test"})
-    assert ds.path == data_root / "t1"
+    assert ds.path == (data_root / "t1").resolve() and ds.path.name.startswith(".t1.v-")  # the version's folder
     jobs = ds.jobs().collect()
     assert jobs.columns == list(schema.JOB_COLUMNS)
     assert jobs.schema["submit_time"] == schema.TIMESTAMP
@@ -54,7 +56,10 @@ def test_rewrite_replaces_and_changes_version(data_root):
     assert ds.version != v1
     assert ds.jobs().collect().height == 5
     assert sorted(p.name for p in data_root.iterdir() if not p.name.startswith(".t1.v-")) == ["t1"]
-    assert len(list(data_root.glob(".t1.v-*"))) == 1, "exactly one stored copy, no temp folders left behind"
+    copies = sorted(data_root.glob(".t1.v-*"))
+    assert len(copies) == 2, "the new copy and the replaced one (kept for its readers), no temp folders left behind"
+    store.sweep_stale(data_root, now_s=time.time() + store.RETIRED_GRACE_S + 1)
+    assert list(data_root.glob(".t1.v-*")) == [ds.path], "the replaced copy goes after its grace period"
 
 
 def test_failed_write_keeps_existing_dataset(data_root):
@@ -117,3 +122,27 @@ def test_delete_only_touches_folders_that_are_datasets(tmp_path):
     with pytest.raises(store.DatasetError, match="no meta.json"):
         store.delete_dataset("notes", root)
     assert (root / "notes" / "todo.txt").exists()
+
+
+def test_a_derived_part_that_finds_the_disk_full_is_computed_without(data_root):
+    ds = store.write_dataset("t1", _jobs(3), _caps(), {})
+
+    def no_room(folder):
+        (folder / "part.bin").write_bytes(b"x")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def broken(folder):
+        raise OSError(errno.EIO, "Input/output error")
+
+    assert store.derived_part(ds, "x", no_room) is None  # the queries compute without it
+    assert not list((ds.path / store.DERIVED_DIR).glob(".x*tmp*")) and not store.derived_path(ds, "x").exists()
+    with pytest.raises(OSError, match="Input/output error"):
+        store.derived_part(ds, "y", broken)  # any other failure is an error
+
+
+def test_disk_full_is_recognised_however_the_writer_reports_it(tmp_path):
+    polars_style = RuntimeError("parquet: underlying IO error: No space left on device (os error 28)")
+    assert store.disk_full(OSError(errno.ENOSPC, "No space left on device"), tmp_path)
+    assert store.disk_full(polars_style, tmp_path)
+    assert not store.disk_full(OSError("500 requested and 131 written"), tmp_path)  # room left here: not full
+    assert not store.disk_full(ValueError("bad value"), tmp_path)

@@ -19,7 +19,7 @@ def _app(tmp_path, role: str) -> Dash:
     app.layout = html.Div([html.Button(id="btn"), html.Div(id="out")])
     app.callback(Output("out", "children"), Input("btn", "n_clicks"))(lambda n: f"clicked {n}")
     install_auth(app.server, AuthSettings(anonymous_role=role))
-    install_hardening(app.server)
+    install_hardening(app.server, Settings(cache_dir=tmp_path / "cache"))
     return app
 
 

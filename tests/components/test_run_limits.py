@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.server.runs import RunError, run_in_subprocess, run_slot
+from components.server import heartbeats
+from components.server.runs import Caller, RunError, run_in_subprocess, run_slot, user_slot
 from components.server.settings import Settings
 
 
@@ -68,3 +69,61 @@ def test_a_run_stops_when_the_job_waiting_for_it_is_killed(tmp_path):
     job.kill()
     gone, alive = psutil.wait_procs(runs, timeout=10)
     assert not alive, alive
+
+
+def test_a_user_runs_at_most_max_runs_per_user_and_others_still_may(settings):
+    roomy = dataclasses.replace(settings, max_runs=4, max_runs_per_user=1)
+    with user_slot(roomy, "user:ada"):
+        with pytest.raises(RunError, match=r"you are already running 1 what-if run\(s\) or sweep\(s\)"):
+            run_in_subprocess(_sleep, (0,), settings=roomy, caller=Caller("user:ada", "1"))
+        with pytest.raises(RunError, match="your address is already running"), user_slot(roomy, "ip:10.0.0.9"):
+            run_in_subprocess(_sleep, (0,), settings=roomy, caller=Caller("ip:10.0.0.9", "2"))
+        assert run_in_subprocess(_sleep, (0,), settings=roomy, caller=Caller("user:bob", "3")) == 0
+    assert run_in_subprocess(_sleep, (0,), settings=roomy, caller=Caller("user:ada", "4")) == 0
+
+
+def _hold_user_slot(cache_dir: str, client: str, ready, release) -> None:
+    with user_slot(Settings(cache_dir=Path(cache_dir)), client):
+        ready.set()
+        release.wait(30)
+
+
+def test_the_per_user_cap_holds_across_processes(settings):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_user_slot, args=(str(settings.cache_dir), "user:ada", ready, release))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(RunError, match="already running 1"):
+            run_in_subprocess(_sleep, (0,), settings=settings, caller=Caller("user:ada", "5"))
+    finally:
+        release.set()
+        holder.join(30)
+    assert run_in_subprocess(_sleep, (0,), settings=settings, caller=Caller("user:ada", "6")) == 0
+
+
+def test_a_run_nobody_polls_is_stopped_and_a_polled_one_is_not(settings):
+    import threading
+
+    quick = dataclasses.replace(settings, run_unpolled_s=2)
+    started = time.monotonic()
+    with pytest.raises(RunError, match="nobody polled the run's result for 2 s"):
+        run_in_subprocess(_sleep, (60,), settings=quick, caller=Caller("user:ada", "7001"))
+    assert time.monotonic() - started < 10
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.5):
+            heartbeats.beat(quick, "7002")
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        assert run_in_subprocess(_sleep, (5,), settings=quick, caller=Caller("user:ada", "7002")) == 5
+    finally:
+        stop.set()
+        poller.join()
+    assert heartbeats.last_beat_s(quick, "7002") is None  # forgotten once the run ended
