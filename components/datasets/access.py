@@ -15,7 +15,7 @@ from flask import current_app
 
 from analytics import capabilities, queries, store
 from analytics.db import QueryError
-from analytics.filters import JobFilter, to_filter
+from analytics.filters import JobFilter, Known, check_dataset, check_known, parse_params, resolve_range, to_filter
 from analytics.queries import catalog, users
 from components.server.cache import cached
 from components.server.settings import Settings
@@ -142,3 +142,43 @@ def missing_feature(name: str, needs: tuple[str, ...]) -> str | None:
 def dataset_capabilities(name: str) -> dict[str, Any]:
     """The columns, features and pages dataset name supports (analytics.capabilities.capabilities)."""
     return capabilities.capabilities(open_dataset(name).meta)
+
+
+def last_submit(name: str) -> datetime | None:
+    """The latest submit time of dataset name: where its relative time ranges end."""
+    return _of_dataset("lastsubmit", name, catalog.last_submit)
+
+
+def known_values(name: str) -> Known:
+    """What dataset name holds for checking a filter state: clusters, VCs, users, days, start times."""
+
+    def compute(ds: store.Dataset) -> Known:
+        opts, (first, last) = catalog.filter_options(ds), catalog.submit_days(ds)
+        starts = capabilities.column_status(ds.meta)["start_time"]
+        return Known(
+            clusters=tuple(opts["clusters"]),
+            cluster_vcs=tuple((c, vc) for c, vc in opts["cluster_vcs"]),
+            users=tuple(opts["users"]),
+            first_day=first,
+            last_day=last,
+            no_running=starts["note"] if starts["status"] == capabilities.ABSENT else None,
+        )
+
+    return _of_dataset("known", name, compute)
+
+
+def read_params(params: dict[str, str]) -> tuple[dict[str, Any], list[str], str | None]:
+    """The filter state of query parameters checked against its dataset: the state, each value ignored and why, and
+    the sentence naming the window of a relative time range (None without one)."""
+    names = dataset_names()
+    default = default_dataset(names)
+    state, problems = parse_params(params, default)
+    problems += check_dataset(state, names, default)
+    if not state["dataset"]:
+        return state, problems, None
+    try:
+        problems += check_known(state, known_values(state["dataset"]))
+        note = resolve_range(state, last_submit(state["dataset"]), datetime.now())
+    except store.DatasetError:
+        return state, problems, None
+    return state, problems, note

@@ -9,7 +9,7 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from analytics import schema
-from analytics.filters import JOB_KINDS, to_query
+from analytics.filters import JOB_KINDS, RANGES, RUNNING, SUBMITTED, to_query
 
 # Shell ids.
 URL = "url"
@@ -20,11 +20,14 @@ FILTER_TOGGLE = "filter-toggle"
 FILTER_COLLAPSE = "filter-collapse"
 FILTER_RESET = "filter-reset"
 DATA_AS_OF = "data-as-of"
+WINDOW_NOTE = "window-note"
 # Filter controls, in the order of the filter bar.
 DATASET = "f-dataset"
 CLUSTERS = "f-clusters"
 VCS = "f-vcs"
+RANGE = "f-range"
 DATES = "f-dates"
+TIME_MODE = "f-time"
 KIND = "f-kind"
 STATES = "f-states"
 GPU_MIN = "f-gpu-min"
@@ -38,6 +41,8 @@ CSV_DOWNLOAD = "csv-download"
 
 KIND_LABELS = {"all": "All jobs", "gpu": "GPU jobs", "cpu": "CPU jobs"}
 KIND_OPTIONS = [{"label": KIND_LABELS[kind], "value": kind} for kind in JOB_KINDS]
+RANGE_OPTIONS = [{"label": label, "value": key} for key, label in RANGES.items()]
+TIME_OPTIONS = [{"label": "submitted in it", "value": SUBMITTED}, {"label": "running in it", "value": RUNNING}]
 
 
 def nav_href(path: str, state: dict[str, Any]) -> str:
@@ -99,8 +104,18 @@ def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
             _labelled("Clusters", dcc.Dropdown(id=CLUSTERS, multi=True, placeholder="all clusters"), wide),
             _labelled("VCs", dcc.Dropdown(id=VCS, multi=True, placeholder="all VCs"), wide),
             _labelled(
-                "Submitted between",
+                "Time range",
+                dcc.Dropdown(id=RANGE, options=RANGE_OPTIONS, placeholder="custom days", clearable=True),
+                {"xs": 12, "md": 6, "xl": 2},
+            ),
+            _labelled(
+                "Between (days)",
                 date_range(DATES, clearable=True, start_date_placeholder_text="start", end_date_placeholder_text="end"),
+                {"xs": 12, "md": 6, "xl": 3},
+            ),
+            _labelled(
+                "Jobs in the window",
+                dbc.RadioItems(id=TIME_MODE, options=TIME_OPTIONS, value=SUBMITTED, inline=True, className="pt-1"),
                 {"xs": 12, "md": 6, "xl": 3},
             ),
             _labelled(

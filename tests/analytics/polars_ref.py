@@ -26,10 +26,8 @@ def filter_expr(flt: JobFilter, *, window: bool = True) -> pl.Expr:
     for name, values in (("cluster", flt.clusters), ("vc", flt.vcs), ("user", flt.users), ("state", flt.states)):
         if values:
             preds.append(pl.col(name).is_in(list(values)))
-    if window and flt.start is not None:
-        preds.append(pl.col("submit_time") >= flt.start)
-    if window and flt.end is not None:
-        preds.append(pl.col("submit_time") < flt.end)
+    if window:
+        preds.extend(_window_exprs(flt))
     if flt.job_kind != "all":
         preds.append(pl.col("gpu_num") > 0 if flt.job_kind == "gpu" else pl.col("gpu_num") == 0)
     if flt.gpu_min is not None:
@@ -37,6 +35,23 @@ def filter_expr(flt: JobFilter, *, window: bool = True) -> pl.Expr:
     if flt.gpu_max is not None:
         preds.append(pl.col("gpu_num") <= flt.gpu_max)
     return pl.all_horizontal(preds) if preds else pl.lit(True)
+
+
+def _window_exprs(flt: JobFilter) -> list[pl.Expr]:
+    """The filter's time window: submitted in [start, end), or running in it (started before the end, and unfinished
+    or ended after the start, its end being end_time else start_time + duration)."""
+    if flt.time_mode == "submitted":
+        return [
+            *([pl.col("submit_time") >= flt.start] if flt.start is not None else []),
+            *([pl.col("submit_time") < flt.end] if flt.end is not None else []),
+        ]
+    preds = [pl.col("start_time").is_not_null()]
+    if flt.start is not None:
+        job_end = pl.coalesce("end_time", pl.col("start_time") + pl.duration(seconds=pl.col("duration")))
+        preds.append(pl.col("state").is_in(UNFINISHED).fill_null(False) | (job_end > flt.start).fill_null(False))
+    if flt.end is not None:
+        preds.append(pl.col("start_time") < flt.end)
+    return preds
 
 
 def ref_jobs(ds: Dataset, flt: JobFilter, window: bool = True) -> pl.DataFrame:

@@ -79,7 +79,7 @@ def test_a_bad_url_parameter_shows_a_warning(ui):
 def test_changing_a_control_rewrites_the_url(ui):
     values = callbacks.state_to_controls(empty_state("helios-synth"))
     values[1] = ["Venus"]
-    values[5] = "cpu"
+    values[7] = "cpu"
     out = sync(ui, ("f-clusters", "value"), values=values)
     assert out["url"]["search"] == "?ds=helios-synth&cluster=Venus&kind=cpu"
     assert out["filter-state"]["data"]["clusters"] == ["Venus"]
@@ -89,7 +89,7 @@ def test_changing_a_control_rewrites_the_url(ui):
 
 def test_changing_the_dataset_clears_its_dataset_specific_filters(ui):
     values = callbacks.state_to_controls(empty_state("philly-mini"))
-    values[1], values[2], values[9] = ["Venus"], ["vcA"], ["u001"]
+    values[1], values[2], values[11] = ["Venus"], ["vcA"], ["u001"]
     out = sync(ui, ("f-dataset", "value"), values=values)
     assert out["url"]["search"] == "?ds=philly-mini"
     assert out["f-clusters"]["value"] == [] and out["f-vcs"]["value"] == [] and out["f-users"]["value"] == []
@@ -97,7 +97,7 @@ def test_changing_the_dataset_clears_its_dataset_specific_filters(ui):
 
 def test_reset_keeps_only_the_dataset(ui):
     values = callbacks.state_to_controls(empty_state("helios-synth"))
-    values[5] = "gpu"
+    values[7] = "gpu"
     out = sync(ui, ("filter-reset", "n_clicks"), values=values)
     assert out["url"]["search"] == "?ds=helios-synth" and out["f-kind"]["value"] == "all"
 
@@ -295,6 +295,6 @@ def test_the_compare_choices_live_in_the_url(dash_app):
 
 def test_a_filter_change_keeps_the_page_own_url_parameters(ui):
     values = callbacks.state_to_controls(empty_state("helios-synth"))
-    values[5] = "gpu"
+    values[7] = "gpu"
     out = sync(ui, ("f-kind", "value"), "?ds=helios-synth&cmp=philly-mini&ref=1", values=values)
     assert out["url"]["search"] == "?ds=helios-synth&kind=gpu&cmp=philly-mini&ref=1"
