@@ -46,6 +46,7 @@ _UNFINISHED_GROUP = _SUMMARY_GROUPS.index(schema.UNFINISHED)
 
 POOLED_HELIOS, POOLED_OTHERS = "Helios", "all clusters"  # the pooled curve of a CDF (Fig 1a's "Helios")
 
+
 def _check_kind(kind: str) -> str:
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")

@@ -16,7 +16,7 @@ from flask import current_app
 from analytics import capabilities, queries, store
 from analytics.db import QueryError
 from analytics.filters import JobFilter, Known, check_dataset, check_known, parse_params, resolve_range, to_filter
-from analytics.queries import catalog, users
+from analytics.queries import catalog, job, users
 from components.server.cache import cached
 from components.server.settings import Settings
 
@@ -182,3 +182,35 @@ def read_params(params: dict[str, str]) -> tuple[dict[str, Any], list[str], str 
     except store.DatasetError:
         return state, problems, None
     return state, problems, note
+
+
+def job_records(name: str, job_id: int, cluster: str | None) -> pl.DataFrame:
+    """Every column of the jobs with this id in dataset name (of one cluster when given)."""
+    return _of_dataset("job", name, lambda ds: job.job_records(ds, job_id, cluster), str(job_id), cluster or "")
+
+
+def _job_key(record: dict[str, Any]) -> tuple[str, str]:
+    return record["cluster"], str(record["job_id"])
+
+
+def job_wait_holders(name: str, record: dict[str, Any]) -> pl.DataFrame:
+    """The GPU jobs of a job's VC that held GPUs while it waited, most GPUs first."""
+    return _of_dataset("jobwait", name, lambda ds: job.wait_holders(ds, record), *_job_key(record))
+
+
+def job_user_around(name: str, record: dict[str, Any]) -> pl.DataFrame:
+    """A job's user's other jobs nearest to it in submit time."""
+    return _of_dataset("jobuser", name, lambda ds: job.user_jobs_around(ds, record), *_job_key(record))
+
+
+def vc_activity(name: str, cluster: str, vc: str, start: datetime, end: datetime, every: str) -> pl.DataFrame:
+    """Per bucket of `every` over [start, end): a VC's running GPUs and capacity, and its queued jobs at the bucket's
+    start."""
+
+    def compute(ds: store.Dataset) -> pl.DataFrame:
+        flt = JobFilter(clusters=(cluster,), vcs=(vc,), start=start, end=end)
+        util = queries.QUERIES["utilization_resampled"](ds, flt, every=every)
+        times = util["time"].to_list()
+        return util.join(job.queued_jobs(ds, cluster, vc, times), on="time", how="left")
+
+    return _of_dataset("vcact", name, compute, cluster, vc, start.isoformat(), end.isoformat(), every)

@@ -17,6 +17,7 @@ from analytics.store import Dataset
 from components.datasets import access
 from components.explorer import export
 from components.server.cache import cached
+from components.shell import controls
 
 SPEC = "jobs-spec"
 GRID = "jobs-grid"
@@ -37,7 +38,8 @@ HEADERS: dict[str, str] = {
 
 
 def column_defs() -> list[dict[str, Any]]:
-    """AG Grid column definitions with readable headers and the right filter per column type."""
+    """AG Grid column definitions with readable headers and the right filter per column type; a job id links to its
+    job page (the JobLink renderer of assets/dashAgGridComponentFunctions.js)."""
     defs = []
     for col in explorer_queries.COLUMNS:
         kind = "agNumberColumnFilter" if col in explorer_queries.NUMBER_COLUMNS else "agTextColumnFilter"
@@ -52,6 +54,7 @@ def column_defs() -> list[dict[str, Any]]:
                 "filter": kind,
                 "filterParams": filter_params,
                 "minWidth": width,
+                **({"cellRenderer": "JobLink"} if col == "job_id" else {}),
             }
         )
     return defs
@@ -109,6 +112,7 @@ def section(state: dict[str, Any]) -> html.Div:
                     "pagination": True,
                     "paginationPageSize": 100,
                     "paginationPageSizeSelector": False,
+                    "context": {"dataset": state["dataset"], "jobPath": controls.JOB_PATH},
                 },
                 style={"height": "520px", "width": "100%"},
             ),

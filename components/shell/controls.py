@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
@@ -45,15 +46,23 @@ RANGE_OPTIONS = [{"label": label, "value": key} for key, label in RANGES.items()
 TIME_OPTIONS = [{"label": "submitted in it", "value": SUBMITTED}, {"label": "running in it", "value": RUNNING}]
 
 
+JOB_PATH = "/jobs/"  # + job id: the job page
+
+
+def job_href(job_id: Any, dataset: str, cluster: str) -> str:
+    """The link to one job's page."""
+    return f"{JOB_PATH}{job_id}?{urlencode({'ds': dataset, 'cluster': cluster})}"
+
+
 def nav_href(path: str, state: dict[str, Any]) -> str:
     """The link to a page that keeps the current filters."""
     return path + to_query(state)
 
 
 def pages() -> list[tuple[str, str]]:
-    """(path, name) of every registered Dash page, in menu order."""
+    """(path, name) of every registered Dash page of the menu (not those registered with nav=False), in menu order."""
     registry = sorted(dash.page_registry.values(), key=lambda p: (p.get("order") is None, p.get("order") or 0))
-    return [(p["path"], p["name"]) for p in registry]
+    return [(p["path"], p["name"]) for p in registry if p.get("nav", True)]
 
 
 def nav_links(state: dict[str, Any], pathname: str | None = "/") -> list:
@@ -94,29 +103,43 @@ def date_range(cid: str, **props: Any) -> dcc.DatePickerRange:
 def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
     """The global filter bar; its values are set from the URL by the shell callbacks."""
     wide, narrow = {"xs": 12, "md": 6, "xl": 3}, {"xs": 6, "md": 3, "xl": 1}
+    pick = {"xs": 12, "md": 6, "xl": 2}
     row = dbc.Row(
         [
             _labelled(
-                "Dataset",
-                dcc.Dropdown(id=DATASET, options=datasets, value=state["dataset"], clearable=False),
-                {"xs": 12, "md": 6, "xl": 2},
+                "Dataset", dcc.Dropdown(id=DATASET, options=datasets, value=state["dataset"], clearable=False), pick
             ),
-            _labelled("Clusters", dcc.Dropdown(id=CLUSTERS, multi=True, placeholder="all clusters"), wide),
-            _labelled("VCs", dcc.Dropdown(id=VCS, multi=True, placeholder="all VCs"), wide),
+            _labelled("Clusters", dcc.Dropdown(id=CLUSTERS, multi=True, placeholder="all clusters"), pick),
+            _labelled("VCs", dcc.Dropdown(id=VCS, multi=True, placeholder="all VCs"), pick),
             _labelled(
                 "Time range",
                 dcc.Dropdown(id=RANGE, options=RANGE_OPTIONS, placeholder="custom days", clearable=True),
-                {"xs": 12, "md": 6, "xl": 2},
+                pick,
             ),
             _labelled(
                 "Between (days)",
-                date_range(DATES, clearable=True, start_date_placeholder_text="start", end_date_placeholder_text="end"),
-                {"xs": 12, "md": 6, "xl": 3},
-            ),
-            _labelled(
-                "Jobs in the window",
-                dbc.RadioItems(id=TIME_MODE, options=TIME_OPTIONS, value=SUBMITTED, inline=True, className="pt-1"),
-                {"xs": 12, "md": 6, "xl": 3},
+                html.Div(
+                    [
+                        date_range(
+                            DATES, clearable=True, start_date_placeholder_text="start", end_date_placeholder_text="end"
+                        ),
+                        html.Div(
+                            [
+                                html.Span("jobs", className="small text-muted me-2"),
+                                dbc.RadioItems(
+                                    id=TIME_MODE,
+                                    options=TIME_OPTIONS,
+                                    value=SUBMITTED,
+                                    inline=True,
+                                    className="small d-inline-block",
+                                ),
+                            ],
+                            title="Submitted in it: jobs submitted in the window. Running in it: jobs that ran at "
+                            "some time in it (started before its end; ended after its start or unfinished).",
+                        ),
+                    ]
+                ),
+                {"xs": 12, "md": 6, "xl": 4},
             ),
             _labelled(
                 "Jobs",

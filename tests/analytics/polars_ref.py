@@ -578,3 +578,35 @@ REFERENCES = {
     "vc_utilization": ref_vc_utilization,
     "period": ref_period,
 }
+
+
+def ref_wait_holders(ds: Dataset, job: dict) -> pl.DataFrame:
+    """The GPU jobs of the job's cluster and VC running at some time between its submit and start: job_id, gpu_num and
+    the seconds each held its GPUs in that wait."""
+    jobs = ds.jobs().collect()
+    t0, t1 = job["submit_time"], job["start_time"]
+    job_end = pl.coalesce("end_time", pl.col("start_time") + pl.duration(seconds=pl.col("duration")))
+    running = pl.col("state").is_in(UNFINISHED).fill_null(False) | (job_end > t0)
+    held = jobs.filter(
+        (pl.col("cluster") == job["cluster"])
+        & (pl.col("vc") == job["vc"])
+        & (pl.col("gpu_num") > 0)
+        & pl.col("start_time").is_not_null()
+        & (pl.col("start_time") < t1)
+        & running.fill_null(False)
+        & ~(pl.col("job_id") == job["job_id"])
+    )
+    overlap = pl.min_horizontal(job_end, pl.lit(t1)) - pl.max_horizontal(pl.col("start_time"), pl.lit(t0))
+    return held.select("job_id", "gpu_num", overlap.dt.total_seconds().alias("held_s"))
+
+
+def ref_queued_jobs(ds: Dataset, cluster: str, vc: str, times: list[datetime]) -> list[int]:
+    """At each time, the jobs of the VC submitted at or before it and started after it (or never, when unfinished)."""
+    jobs = ds.jobs().collect().filter((pl.col("cluster") == cluster) & (pl.col("vc") == vc))
+    out = []
+    for t in times:
+        waiting = (pl.col("submit_time") <= t) & (
+            (pl.col("start_time") > t) | (pl.col("start_time").is_null() & pl.col("state").is_in(UNFINISHED))
+        )
+        out.append(jobs.filter(waiting.fill_null(False)).height)
+    return out
