@@ -38,6 +38,7 @@ OPTION_OUTPUTS = (
     (controls.USERS, "options"),
     (controls.DATES, "min_date_allowed"),
     (controls.DATES, "max_date_allowed"),
+    (controls.TIME_MODE, "options"),
 )
 
 
@@ -127,17 +128,19 @@ def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tupl
 
 
 def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
-    """The choices of the cluster, VC and user drop-downs and the date bounds for a dataset."""
+    """The choices of the cluster, VC and user drop-downs, the date bounds and the time modes for a dataset (running
+    disabled, saying why, on a dataset without start times)."""
     if not dataset:
-        return [], [], [], None, None
+        return [], [], [], None, None, controls.TIME_OPTIONS
     try:
         opts = access.dataset_options(dataset)
         first, last = access.dataset_period(dataset)
+        no_running = access.known_values(dataset).no_running
     except DatasetError:
-        return [], [], [], None, None
+        return [], [], [], None, None, controls.TIME_OPTIONS
     chosen = set(clusters or [])
     vcs = sorted({vc for c, vc in opts["cluster_vcs"] if not chosen or c in chosen})
-    return opts["clusters"], vcs, opts["users"], first, last
+    return opts["clusters"], vcs, opts["users"], first, last, controls.time_options(no_running)
 
 
 def render_figure(spec: dict[str, Any]):

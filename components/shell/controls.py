@@ -46,6 +46,14 @@ RANGE_OPTIONS = [{"label": label, "value": key} for key, label in RANGES.items()
 TIME_OPTIONS = [{"label": "submitted in it", "value": SUBMITTED}, {"label": "running in it", "value": RUNNING}]
 
 
+def time_options(no_running: str | None) -> list[dict[str, Any]]:
+    """The time modes of the filter bar, running disabled (its label saying why) when no_running gives a reason."""
+    if not no_running:
+        return TIME_OPTIONS
+    disabled = {"label": f"running in it (not in this trace: {no_running})", "value": RUNNING, "disabled": True}
+    return [TIME_OPTIONS[0], disabled]
+
+
 JOB_PATH = "/jobs/"  # + job id: the job page
 
 
@@ -144,12 +152,12 @@ def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
             _labelled(
                 "Jobs",
                 dbc.RadioItems(id=KIND, options=KIND_OPTIONS, value="all", inline=True, className="pt-1"),
-                {"xs": 12, "md": 6, "xl": 3},
+                {"xs": 12, "md": 6, "xl": 4},
             ),
             _labelled(
                 "States",
                 dcc.Dropdown(id=STATES, options=list(schema.STATES), multi=True, placeholder="all states"),
-                wide,
+                pick,
             ),
             _labelled("GPUs ≥", dbc.Input(id=GPU_MIN, type="number", min=0, step=1, debounce=True), narrow),
             _labelled("GPUs ≤", dbc.Input(id=GPU_MAX, type="number", min=0, step=1, debounce=True), narrow),

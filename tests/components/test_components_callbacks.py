@@ -104,10 +104,11 @@ def test_reset_keeps_only_the_dataset(ui):
 
 def test_filter_options_follow_the_dataset_and_chosen_clusters(dash_app):
     with dash_app.server.test_request_context():
-        clusters, vcs, users_, first, last = callbacks.filter_options("helios-synth", ["Venus"])
+        clusters, vcs, users_, first, last, modes = callbacks.filter_options("helios-synth", ["Venus"])
         assert clusters == ["Earth", "Venus"] and vcs == ["vcA", "vcB"]
         assert len(users_) == 40 and first == "2020-04-01" and last <= "2020-04-22"
-        assert callbacks.filter_options("missing", None) == ([], [], [], None, None)
+        assert not any(m.get("disabled") for m in modes)
+        assert callbacks.filter_options("missing", None) == ([], [], [], None, None, controls.TIME_OPTIONS)
 
 
 def test_nav_links_keep_the_filters_and_mark_the_page(dash_app):
