@@ -314,6 +314,11 @@ def check_dataset(state: dict[str, Any], names: list[str], default: str) -> list
     return [problem]
 
 
+def has_checked_values(state: dict[str, Any]) -> bool:
+    """Whether a state holds values that check_known checks (a state without them needs no look at its dataset)."""
+    return any(state[f] for f in ("clusters", "vcs", "users", "start", "end")) or state["time"] == RUNNING
+
+
 def check_known(state: dict[str, Any], known: Known) -> list[str]:
     """Drop from a state the values its dataset does not have, returning one problem naming each and why."""
     problems: list[str] = []

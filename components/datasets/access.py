@@ -15,7 +15,16 @@ from flask import current_app
 
 from analytics import capabilities, queries, store
 from analytics.db import QueryError
-from analytics.filters import JobFilter, Known, check_dataset, check_known, parse_params, resolve_range, to_filter
+from analytics.filters import (
+    JobFilter,
+    Known,
+    check_dataset,
+    check_known,
+    has_checked_values,
+    parse_params,
+    resolve_range,
+    to_filter,
+)
 from analytics.queries import catalog, job, users
 from components.server.cache import cached
 from components.server.settings import Settings
@@ -177,8 +186,9 @@ def read_params(params: dict[str, str]) -> tuple[dict[str, Any], list[str], str 
     if not state["dataset"]:
         return state, problems, None
     try:
-        problems += check_known(state, known_values(state["dataset"]))
-        note = resolve_range(state, last_submit(state["dataset"]), datetime.now())
+        if has_checked_values(state):
+            problems += check_known(state, known_values(state["dataset"]))
+        note = resolve_range(state, last_submit(state["dataset"]), datetime.now()) if state["range"] else None
     except store.DatasetError:
         return state, problems, None
     return state, problems, note
