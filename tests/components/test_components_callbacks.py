@@ -299,3 +299,19 @@ def test_a_filter_change_keeps_the_page_own_url_parameters(ui):
     values[7] = "gpu"
     out = sync(ui, ("f-kind", "value"), "?ds=helios-synth&cmp=philly-mini&ref=1", values=values)
     assert out["url"]["search"] == "?ds=helios-synth&kind=gpu&cmp=philly-mini&ref=1"
+
+
+def test_picking_a_range_writes_it_and_picking_days_clears_it(ui):
+    values = callbacks.state_to_controls(empty_state("helios-synth"))
+    values[3] = "7d"  # the range drop-down
+    out = sync(ui, ("f-range", "value"), values=values)
+    assert out["url"]["search"] == "?ds=helios-synth&range=7d"
+    shown_start, shown_end = out["f-dates"]["start_date"], out["f-dates"]["end_date"]
+    assert shown_start and shown_end and shown_start < shown_end  # the days the range covers are shown
+    values[4], values[5] = "2020-04-02", shown_end
+    out = sync(ui, ("f-dates", "start_date"), values=values)
+    assert out["url"]["search"] == f"?ds=helios-synth&start=2020-04-02&end={shown_end}"
+    assert out["f-range"]["value"] is None
+    values[3], values[6] = None, "running"
+    out = sync(ui, ("f-time", "value"), values=values)
+    assert out["url"]["search"].endswith("&time=running") and out["filter-state"]["data"]["time"] == "running"
