@@ -27,10 +27,10 @@ def job_records(ds: Dataset, job_id: int, cluster: str | None = None) -> pl.Data
 
 
 def wait_holders(ds: Dataset, job: dict, limit: int = MAX_HOLDERS) -> pl.DataFrame:
-    """The GPU jobs of a job's cluster and VC running while it waited (submit to start, or to the trace's end when it
-    never started), most GPUs first: their id, user, GPUs, state, start, end, seconds held during the wait, and
-    n_holders / holders_gpu_num (all of them, not only the listed)."""
-    wait_end = job["start_time"] or colstore.from_us(int(colstore.columns(ds).end_us.max()))
+    """The GPU jobs of a job's cluster and VC running while it waited (submit to start; to its end when it left the
+    queue unstarted, to the trace's end when it is still queued), most GPUs first: their id, user, GPUs, state, start,
+    end, seconds held during the wait, and n_holders / holders_gpu_num (all of them, not only the listed)."""
+    wait_end = job["start_time"] or job["end_time"] or colstore.from_us(int(colstore.columns(ds).end_us.max()))
     if wait_end <= job["submit_time"]:
         return pl.DataFrame()
     flt = JobFilter(
@@ -67,17 +67,21 @@ def user_jobs_around(ds: Dataset, job: dict, limit: int = MAX_AROUND) -> pl.Data
 
 
 def queued_jobs(ds: Dataset, cluster: str, vc: str, times: list[datetime]) -> pl.DataFrame:
-    """At each time, the jobs of a cluster's VC that were submitted and had not started (an unfinished job that never
-    started counts as queued to the trace's end; a finished one without a start time is left out)."""
+    """At each time, the jobs of a cluster's VC that were submitted and had not left the queue: by starting, or by
+    ending unstarted (a job that never started and has no end counts as queued to the trace's end when unfinished,
+    and is left out when final)."""
     cols = colstore.columns(ds)
     keep = cols.mask(JobFilter(clusters=(cluster,), vcs=(vc,)))
     state = cols.cats["state"]
     unfinished = state.table(schema.UNFINISHED_STATES)[state.codes]
-    counted = keep & (cols.has_start | unfinished)
+    # Without a start, end_us is the recorded end_time (has_end tells whether there is one).
+    left_us = np.where(cols.has_start, cols.start_us, cols.end_us)
+    leaves = cols.has_start | cols.has_end
+    counted = keep & (leaves | unfinished)
     submits = np.sort(cols.submit_us[counted])
-    starts = np.sort(cols.start_us[counted & cols.has_start])
+    lefts = np.sort(left_us[counted & leaves])
     at = np.array([colstore.to_us(t) for t in times], dtype=np.int64)
-    queued = np.searchsorted(submits, at, side="right") - np.searchsorted(starts, at, side="right")
+    queued = np.searchsorted(submits, at, side="right") - np.searchsorted(lefts, at, side="right")
     return pl.DataFrame(
         {"time": times, "queued_jobs": queued.astype(np.int64)}, schema_overrides={"time": schema.TIMESTAMP}
     )

@@ -13,7 +13,7 @@ from dash import dcc, html
 
 from analytics import capabilities, schema
 from analytics.filters import flat_params
-from components.charts.timeline import job_timeline_figure
+from components.charts.timeline import job_timeline_figure, wait_end
 from components.datasets import access
 from components.shell import controls
 from components.shell.layout import data_as_of, dataset_problem
@@ -28,7 +28,7 @@ dash.register_page(
 )
 
 MAX_JOB_ID = 2**63 - 1
-MAX_WINDOW = timedelta(days=60)  # the longest stretch of the VC's activity drawn around a job
+MAX_WINDOW = timedelta(days=400)  # the longest stretch of the VC's activity drawn around a job
 STEPS: tuple[tuple[str, timedelta], ...] = tuple(
     (every, step)
     for every, step in (
@@ -39,6 +39,7 @@ STEPS: tuple[tuple[str, timedelta], ...] = tuple(
         ("1h", timedelta(hours=1)),
         ("6h", timedelta(hours=6)),
         ("1d", timedelta(days=1)),
+        ("1w", timedelta(days=7)),
     )
 )
 MAX_POINTS = 500
@@ -205,10 +206,11 @@ def run_end(record: dict[str, Any]) -> datetime | None:
     return record["end_time"] or record["start_time"] + timedelta(seconds=record["duration"] or 0)
 
 
-def window(record: dict[str, Any]) -> tuple[datetime, datetime, str]:
-    """The stretch of time drawn around a job (padded, at most MAX_WINDOW) and the step of its buckets."""
+def window(record: dict[str, Any], trace_end: datetime | None) -> tuple[datetime, datetime, str]:
+    """The stretch of time drawn around a job (its wait and run, padded, at most MAX_WINDOW; an unfinished job that
+    never started waits to the trace's end) and the step of its buckets."""
     first = record["submit_time"]
-    last = run_end(record) or record["start_time"] or first
+    last = run_end(record) or wait_end(record, trace_end) or first
     pad = max(timedelta(minutes=30), (last - first) / 5)
     start, end = first - pad, min(last + pad, first - pad + MAX_WINDOW)
     every = next((e for e, step in STEPS if (end - start) / step <= MAX_POINTS), STEPS[-1][0])
@@ -220,9 +222,10 @@ def timeline(dataset: str, record: dict[str, Any], columns: dict[str, dict[str, 
     if columns["start_time"]["status"] == capabilities.ABSENT:
         note = f"No timeline: {columns['start_time']['note']}, so when this job ran is not in this trace."
         return dbc.Alert(note, color="secondary", className="small")
-    start, end, every = window(record)
+    newest = access.data_as_of(dataset)
+    start, end, every = window(record, datetime.strptime(newest, "%Y-%m-%d %H:%M") if newest else None)
     activity = access.vc_activity(dataset, record["cluster"], record["vc"], start, end, every)
-    fig = job_timeline_figure(activity, record, run_end(record))
+    fig = job_timeline_figure(activity, record, run_end(record), (start, end))
     caption = (
         f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M}, mean per {every} bucket; shaded: waiting (orange), "
         "running (green)."
@@ -258,13 +261,19 @@ def _when(value: datetime | None) -> str:
 
 def wait_section(dataset: str, record: dict[str, Any]) -> html.Div:
     """The jobs of the same VC that held GPUs while this one waited, most GPUs first, each linked."""
-    if record["start_time"] is None and record["state"] not in schema.UNFINISHED_STATES:
+    until = wait_end(record, None)
+    if until is None and record["state"] not in schema.UNFINISHED_STATES:
         return html.P("It has no start time, so when it waited is not recorded.", className="text-muted small")
-    waited = (record["start_time"] - record["submit_time"]).total_seconds() if record["start_time"] else None
-    if waited is not None and waited <= 0:
+    waited = (until - record["submit_time"]).total_seconds() if until else None
+    if record["start_time"] is not None and waited is not None and waited <= 0:
         return html.P("It started as soon as it was submitted: no wait.", className="small", id="job-no-wait")
     holders = access.job_wait_holders(dataset, record)
-    span = f"waited {human_seconds(waited)}" if waited is not None else "has not started by the trace's end"
+    if record["start_time"] is not None:
+        span = f"waited {human_seconds(waited)}"
+    elif waited is not None:
+        span = f"waited {human_seconds(waited)} and left the queue without starting"
+    else:
+        span = "has not started by the trace's end"
     if holders.is_empty():
         text = f"It {span}, and no GPU job of VC {record['vc']} was running meanwhile."
         return html.P(text, className="small", id="job-wait-summary")

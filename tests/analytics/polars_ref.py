@@ -601,12 +601,14 @@ def ref_wait_holders(ds: Dataset, job: dict) -> pl.DataFrame:
 
 
 def ref_queued_jobs(ds: Dataset, cluster: str, vc: str, times: list[datetime]) -> list[int]:
-    """At each time, the jobs of the VC submitted at or before it and started after it (or never, when unfinished)."""
+    """At each time, the jobs of the VC submitted at or before it and not started by then: started later, or never
+    started and ended (left the queue) later, or never started, no end and unfinished."""
     jobs = ds.jobs().collect().filter((pl.col("cluster") == cluster) & (pl.col("vc") == vc))
     out = []
     for t in times:
-        waiting = (pl.col("submit_time") <= t) & (
-            (pl.col("start_time") > t) | (pl.col("start_time").is_null() & pl.col("state").is_in(UNFINISHED))
+        unstarted = pl.col("start_time").is_null() & (
+            (pl.col("end_time") > t) | (pl.col("end_time").is_null() & pl.col("state").is_in(UNFINISHED))
         )
+        waiting = (pl.col("submit_time") <= t) & ((pl.col("start_time") > t) | unstarted)
         out.append(jobs.filter(waiting.fill_null(False)).height)
     return out

@@ -78,3 +78,34 @@ def test_queue_length_matches_the_reference(random_ds):
         got = job_queries.queued_jobs(random_ds, cluster, vc, times)
         assert got["queued_jobs"].to_list() == polars_ref.ref_queued_jobs(random_ds, cluster, vc, times)
     assert max(job_queries.queued_jobs(random_ds, "Alpha", "vcA1", times)["queued_jobs"]) > 0
+
+
+def test_queue_length_by_hand_counts_jobs_leaving_the_queue_unstarted(data_root):
+    t, h = datetime(2020, 4, 2), timedelta(hours=1)
+    rows = [  # job_id, state, submit, start, end
+        (1, "COMPLETED", t, t + 2 * h, t + 5 * h),  # queued t .. t+2h
+        (2, "PENDING", t + h, None, t + 3 * h),  # left the queue unstarted at t+3h
+        (3, "PENDING", t + h, None, None),  # still queued at the trace's end
+        (4, "CANCELLED", t, None, None),  # no start, no end: when it left is not recorded
+    ]
+    ids, states, submit, start, end = zip(*rows, strict=True)
+    jobs = pl.DataFrame(
+        {
+            "cluster": ["Alpha"] * 4,
+            "job_id": list(ids),
+            "vc": ["vcA1"] * 4,
+            "gpu_num": [1] * 4,
+            "state": list(states),
+            "submit_time": list(submit),
+            "start_time": list(start),
+            "end_time": list(end),
+            "duration": [3 * 3600, 0, 0, 0],
+        }
+    )
+    ds = store.write_dataset("queue", jobs, _capacity(), {}, root=data_root)
+    times = [t + timedelta(minutes=m) for m in (30, 90, 150, 240)]
+    assert job_queries.queued_jobs(ds, "Alpha", "vcA1", times)["queued_jobs"].to_list() == [1, 3, 2, 1]
+    assert polars_ref.ref_queued_jobs(ds, "Alpha", "vcA1", times) == [1, 3, 2, 1]
+    left = ds.jobs().collect().filter(pl.col("job_id") == 2).row(0, named=True)
+    held = job_queries.wait_holders(ds, left)  # its wait: t+1h (submit) to t+3h (it left unstarted)
+    assert held["job_id"].to_list() == [1] and held["held_s"].to_list() == [3600]
