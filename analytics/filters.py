@@ -103,7 +103,8 @@ class JobFilter:
         """Return the SQL predicate (`TRUE` when empty) and its bound parameters; window=False ignores start/end.
 
         In the running mode a job is in the window [start, end) when it started before the end and its end (end_time,
-        else start_time + duration) is after the start or it is unfinished; a job that never started is not."""
+        else start_time + duration: how long a still-running job had run when the trace was cut) is after the start,
+        the jobs the utilisation series count in the window; a job that never started is not."""
         prefix = f"{_check_alias(alias)}." if alias else ""
         parts: list[str] = []
         params: list[Any] = []
@@ -121,10 +122,8 @@ class JobFilter:
         if window and self.time_mode == RUNNING:
             parts.append(f"{col('start_time')} IS NOT NULL")
             if self.start is not None:
-                job_end = f"coalesce({col('end_time')}, {col('start_time')} + to_seconds({col('duration')}))"
-                unfinished = ", ".join("?" * len(schema.UNFINISHED_STATES))
-                parts.append(f"(coalesce({col('state')} IN ({unfinished}), FALSE) OR {job_end} > ?)")
-                params.extend([*schema.UNFINISHED_STATES, self.start])
+                parts.append(f"coalesce({col('end_time')}, {col('start_time')} + to_seconds({col('duration')})) > ?")
+                params.append(self.start)
             if self.end is not None:
                 parts.append(f"{col('start_time')} < ?")
                 params.append(self.end)

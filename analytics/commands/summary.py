@@ -25,8 +25,8 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
         "--time",
         choices=TIME_MODES,
         default=SUBMITTED,
-        help="jobs submitted in the window (default), or running in it: started before its end and ended after its "
-        "start (or unfinished)",
+        help="jobs submitted in the window (default), or running in it: started before its end and ended (end time, "
+        "else start + duration) after its start",
     )
     g.add_argument("--user", action="append", default=[], metavar="USER", help="keep this user")
     g.add_argument("--state", action="append", default=[], metavar="STATE", help="keep this final state")

@@ -148,9 +148,7 @@ class JobColumns:
         if flt.time_mode == RUNNING:
             keep &= self.has_start
             if flt.start is not None:
-                state = self.cats["state"]
-                unfinished = state.table(schema.UNFINISHED_STATES)[state.codes]
-                keep &= unfinished | (self.has_end & (self.end_us > to_us(flt.start)))
+                keep &= self.has_end & (self.end_us > to_us(flt.start))
             if flt.end is not None:
                 keep &= self.start_us < to_us(flt.end)
             return keep

@@ -143,7 +143,7 @@ def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
                                 ),
                             ],
                             title="Submitted in it: jobs submitted in the window. Running in it: jobs that ran at "
-                            "some time in it (started before its end; ended after its start or unfinished).",
+                            "some time in it (started before its end, ended after its start).",
                         ),
                     ]
                 ),

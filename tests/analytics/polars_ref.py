@@ -38,8 +38,8 @@ def filter_expr(flt: JobFilter, *, window: bool = True) -> pl.Expr:
 
 
 def _window_exprs(flt: JobFilter) -> list[pl.Expr]:
-    """The filter's time window: submitted in [start, end), or running in it (started before the end, and unfinished
-    or ended after the start, its end being end_time else start_time + duration)."""
+    """The filter's time window: submitted in [start, end), or running in it (started before the end and ended after
+    the start, its end being end_time else start_time + duration)."""
     if flt.time_mode == "submitted":
         return [
             *([pl.col("submit_time") >= flt.start] if flt.start is not None else []),
@@ -48,7 +48,7 @@ def _window_exprs(flt: JobFilter) -> list[pl.Expr]:
     preds = [pl.col("start_time").is_not_null()]
     if flt.start is not None:
         job_end = pl.coalesce("end_time", pl.col("start_time") + pl.duration(seconds=pl.col("duration")))
-        preds.append(pl.col("state").is_in(UNFINISHED).fill_null(False) | (job_end > flt.start).fill_null(False))
+        preds.append((job_end > flt.start).fill_null(False))
     if flt.end is not None:
         preds.append(pl.col("start_time") < flt.end)
     return preds
@@ -586,7 +586,7 @@ def ref_wait_holders(ds: Dataset, job: dict) -> pl.DataFrame:
     jobs = ds.jobs().collect()
     t0, t1 = job["submit_time"], job["start_time"]
     job_end = pl.coalesce("end_time", pl.col("start_time") + pl.duration(seconds=pl.col("duration")))
-    running = pl.col("state").is_in(UNFINISHED).fill_null(False) | (job_end > t0)
+    running = job_end > t0
     held = jobs.filter(
         (pl.col("cluster") == job["cluster"])
         & (pl.col("vc") == job["vc"])

@@ -169,15 +169,16 @@ def test_random_trace_with_fractional_cpus_matches_reference(random_ds, name):
 
 
 def _overlap_jobs() -> pl.DataFrame:
-    """Jobs around the window 2020-04-02 00:00 - 12:00, each named by whether it runs in it (id 1-9: yes)."""
+    """Jobs around the window 2020-04-02 00:00 - 12:00, each named by whether it runs in it (id 1-9: yes); a job's
+    end is its end_time, else start_time + duration (how long an unfinished one had run when the trace was cut)."""
     t = datetime(2020, 4, 2)
     h = timedelta(hours=1)
     rows = [  # job_id, state, submit, start, end, duration (s)
         (1, "COMPLETED", t - 5 * h, t - 4 * h, t + h, 5 * 3600),  # started before, ended inside
-        (2, "RUNNING", t - 5 * h, t - 4 * h, None, 3600),  # unfinished, no end: still running
+        (2, "RUNNING", t - 5 * h, t - 4 * h, None, 6 * 3600),  # unfinished, had run 6 h by the cut: t + 2 h
         (3, "COMPLETED", t + h, t + 2 * h, t + 20 * h, 18 * 3600),  # started inside, ended after
         (4, "FAILED", t - 30 * h, t - 29 * h, None, 30 * 3600),  # no end_time: start + duration is after t
-        (5, "PENDING", t - 50 * h, t - 40 * h, t - 39 * h, 3600),  # unfinished counts even with an early end
+        (16, "RUNNING", t - 50 * h, t - 40 * h, t - 39 * h, 3600),  # unfinished, but its recorded end is before t
         (11, "COMPLETED", t - 5 * h, t - 4 * h, t, 4 * 3600),  # ended exactly at the window's start
         (12, "COMPLETED", t + 12 * h, t + 12 * h, t + 13 * h, 3600),  # started at the window's end
         (13, "PENDING", t - h, None, None, 0),  # never started
@@ -207,7 +208,7 @@ def _overlap_jobs() -> pl.DataFrame:
 def test_running_during_selects_the_jobs_that_overlap_the_window_in_all_three_paths(data_root):
     ds = store.write_dataset("overlap", _overlap_jobs(), _capacity(), {}, root=data_root)
     flt = JobFilter(start=datetime(2020, 4, 2), end=datetime(2020, 4, 2, 12), time_mode="running")
-    want = [1, 2, 3, 4, 5]
+    want = [1, 2, 3, 4]
     where, params = flt.where()
     assert db.run(f"SELECT job_id FROM jobs WHERE {where} ORDER BY job_id", params, ds=ds)["job_id"].to_list() == want
     assert polars_ref.ref_jobs(ds, flt)["job_id"].sort().to_list() == want
