@@ -243,8 +243,9 @@ def _parse_gpus(value: str, key: str, problems: list[str]) -> int | None:
 
 
 def parse_params(params: dict[str, str], default_dataset: str = "") -> tuple[dict[str, Any], list[str]]:
-    """Turn query parameters (one string per key) into a filter state plus the problems found in them."""
-    state = empty_state(params.get("ds") or default_dataset)
+    """Turn query parameters (one string per key) into a filter state plus the problems found in them (`dataset=` is
+    read as `ds=`)."""
+    state = empty_state(params.get("ds") or params.get("dataset") or default_dataset)
     problems: list[str] = []
     for key, field in LIST_KEYS.items():
         state[field] = split_values(params.get(key, ""))
@@ -426,7 +427,9 @@ def to_params(state: dict[str, Any]) -> dict[str, str]:
     return params
 
 
-FILTER_PARAMS: frozenset[str] = frozenset({"ds", "start", "end", "range", "time", "kind", "gmin", "gmax", *LIST_KEYS})
+FILTER_PARAMS: frozenset[str] = frozenset(
+    {"ds", "dataset", "start", "end", "range", "time", "kind", "gmin", "gmax", *LIST_KEYS}
+)
 
 
 def page_params(search: str | None) -> dict[str, str]:

@@ -76,6 +76,11 @@ def human_seconds(seconds: float | None) -> str:
     return f"{secs} s"
 
 
+def plural(n: int, word: str) -> str:
+    """`1 GPU`, `2 GPUs`."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 def parse_job_id(text: Any) -> int | None:
     """A job id of the URL as an integer, None when it is not one."""
     text = str(text or "")
@@ -85,10 +90,8 @@ def parse_job_id(text: Any) -> int | None:
 
 
 def _request(job_id: Any, params: dict[str, Any]) -> tuple[dict[str, Any], int | None, str | None]:
-    """The filter state, job id and cluster a job page's URL asks for (`dataset=` is taken as `ds=`)."""
+    """The filter state, job id and cluster a job page's URL asks for."""
     flat = flat_params(params)
-    if flat.get("dataset") and not flat.get("ds"):
-        flat["ds"] = flat["dataset"]
     state = access.read_params(flat)[0]
     cluster = flat.get("cluster") or None
     return state, parse_job_id(job_id), cluster
@@ -279,9 +282,9 @@ def wait_section(dataset: str, record: dict[str, Any]) -> html.Div:
         return html.P(text, className="small", id="job-wait-summary")
     n, gpus = int(holders["n_holders"][0]), int(holders["holders_gpu_num"][0])
     text = (
-        f"It {span} (submitted {_when(record['submit_time'])}, asking for {record['gpu_num']} GPUs). Meanwhile "
-        f"{n:,} GPU jobs of VC {record['vc']} held GPUs ({gpus:,} GPUs between them, not all at once)"
-        + (f"; the {holders.height} with the most GPUs:" if n > holders.height else ":")
+        f"It {span} (submitted {_when(record['submit_time'])}, asking for {plural(record['gpu_num'], 'GPU')}). "
+        f"Meanwhile {plural(n, 'GPU job')} of VC {record['vc']} held GPUs ({plural(gpus, 'GPU')} between them, "
+        "not all at once)" + (f"; the {holders.height} with the most GPUs:" if n > holders.height else ":")
     )
     rows = [
         [

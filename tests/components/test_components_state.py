@@ -169,3 +169,8 @@ def test_an_unknown_dataset_falls_back_to_the_default_with_a_message():
     ]
     assert state["dataset"] == "a"
     assert check_dataset(state, ["a", "b"], "a") == []
+
+
+def test_dataset_is_read_as_ds_and_written_back_as_ds():
+    state, problems = parse_query("?dataset=philly&cluster=Philly")
+    assert problems == [] and state["dataset"] == "philly" and to_query(state) == "?ds=philly&cluster=Philly"

@@ -112,6 +112,7 @@ def test_the_job_page_shows_the_record_timeline_and_who_held_the_gpus(page, nav_
     names = page.locator("#job-timeline .js-plotly-plot").evaluate("el => el.data.map(t => t.name)")
     assert names == ["running GPUs", "VC capacity", "queued jobs"]
     assert f"Meanwhile {holders.height:,} GPU jobs of VC {job['vc']}" in page.locator("#job-wait-summary").inner_text()
+    assert page.locator("#f-dataset").inner_text().strip() == "helios-synth"
     top = holders.sort(["gpu_num", "held_s"], descending=True)["job_id"][0]
     first = page.locator("#job-wait-table a.job-link").first
     assert first.inner_text() == str(top)
@@ -136,7 +137,7 @@ def test_job_ids_in_the_explorer_link_to_their_page(page, nav_server):
 
 def test_a_job_id_of_several_clusters_lists_them_and_a_missing_one_is_a_404(page, nav_server):
     url, _ = nav_server
-    _open(page, f"{url}/jobs/3?ds=dup-ids")
+    _open(page, f"{url}/jobs/3?dataset=dup-ids")  # dataset= is read as ds=
     links = page.locator("#job-candidates a")
     assert sorted(links.all_inner_texts()) == ["Earth · job 3", "Venus · job 3"]
     links.first.click()
