@@ -46,3 +46,11 @@ def install_page_status(server: flask.Flask, routes_prefix: str) -> None:
             path = "/" + flask.request.path[len(routes_prefix) :].lstrip("/")
             response.status_code = page_status(path, flask.request.args.to_dict())
         return response
+
+
+def run_first_request_setup(server: flask.Flask) -> None:
+    """Run Dash's one-time set-up (callback map, pages router, validation layout) now rather than on the first
+    request: done lazily it is not thread-safe, and first requests arriving together broke it (a 500, or a
+    validation layout without the pages, so every page callback reported 'ID not found in layout')."""
+    with server.test_request_context("/"):
+        server.preprocess_request()
