@@ -8,6 +8,7 @@ import dash
 from dash import Dash
 
 from components.explorer import export
+from components.pages.status import install_page_status, run_first_request_setup
 from components.server import cache as query_cache
 from components.server.access_log import install_access_log
 from components.server.auth import AuthSettings, install_auth
@@ -51,6 +52,8 @@ def create_app(settings: Settings | None = None) -> Dash:
     install_auth(app.server, AuthSettings.from_env())
     install_hardening(app.server, settings)
     install_heartbeats(app.server)
+    install_page_status(app.server, app.config.routes_pathname_prefix)
+    run_first_request_setup(app.server)
     return app
 
 

@@ -11,7 +11,7 @@ import polars as pl
 
 from analytics import db, queries, store
 from analytics.commands.common import fail, print_json
-from analytics.filters import JOB_KINDS, JobFilter
+from analytics.filters import JOB_KINDS, SUBMITTED, TIME_MODES, JobFilter
 
 
 def _add_filter_args(p: argparse.ArgumentParser) -> None:
@@ -19,8 +19,15 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("filters (repeat a flag to select several values)")
     g.add_argument("--cluster", action="append", default=[], metavar="NAME", help="keep this cluster")
     g.add_argument("--vc", action="append", default=[], metavar="VC", help="keep this virtual cluster")
-    g.add_argument("--start", metavar="WHEN", help="submitted at or after (YYYY-MM-DD[ HH:MM:SS]); starts series")
-    g.add_argument("--end", metavar="WHEN", help="submitted before (YYYY-MM-DD[ HH:MM:SS]); ends series")
+    g.add_argument("--start", metavar="WHEN", help="window start (YYYY-MM-DD[ HH:MM:SS]); starts series")
+    g.add_argument("--end", metavar="WHEN", help="window end, exclusive (YYYY-MM-DD[ HH:MM:SS]); ends series")
+    g.add_argument(
+        "--time",
+        choices=TIME_MODES,
+        default=SUBMITTED,
+        help="jobs submitted in the window (default), or running in it: started before its end and ended (end time, "
+        "else start + duration) after its start",
+    )
     g.add_argument("--user", action="append", default=[], metavar="USER", help="keep this user")
     g.add_argument("--state", action="append", default=[], metavar="STATE", help="keep this final state")
     g.add_argument("--kind", choices=JOB_KINDS, default="all", help="GPU jobs (gpu_num > 0), CPU jobs or all")
@@ -40,6 +47,7 @@ def filter_from_args(args: argparse.Namespace) -> JobFilter:
         job_kind=args.kind,
         gpu_min=args.gpu_min,
         gpu_max=args.gpu_max,
+        time_mode=args.time,
     )
 
 

@@ -6,6 +6,7 @@ part (by the first process that asks), so that the pickers of every page read a 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,12 @@ def submit_days(ds: Dataset) -> tuple[str | None, str | None]:
 def newest_record(ds: Dataset) -> str | None:
     """The latest submit, start or end time in a dataset as `YYYY-MM-DD HH:MM` (None when it has no jobs)."""
     return _catalog(ds)["newest"]
+
+
+def last_submit(ds: Dataset) -> datetime | None:
+    """The latest submit time in a dataset (None when it has no jobs): where its relative time ranges end."""
+    cols = colstore.columns(ds)
+    return colstore.from_us(int(cols.submit_us.max())) if cols.n_rows else None
 
 
 def cluster_names(ds: Dataset) -> list[str]:

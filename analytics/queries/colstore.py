@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from analytics import schema, store
-from analytics.filters import JobFilter
+from analytics.filters import RUNNING, JobFilter
 from analytics.store import Dataset, DatasetError
 
 MAX_DATASETS = 2  # datasets kept open per process (least recently used dropped first)
@@ -133,15 +133,29 @@ class JobColumns:
             if values:
                 cat = self.cats[name]
                 keep &= cat.table(values)[cat.codes]
-        if window and flt.start is not None:
-            keep &= self.submit_us >= to_us(flt.start)
-        if window and flt.end is not None:
-            keep &= self.submit_us < to_us(flt.end)
+        if window:
+            keep &= self.window_mask(flt)
         low, high = _gpu_bounds(flt)
         if low is not None:
             keep &= self.gpu_num >= low
         if high is not None:
             keep &= self.gpu_num <= high
+        return keep
+
+    def window_mask(self, flt: JobFilter) -> np.ndarray:
+        """Boolean row mask of the jobs in the filter's time window, in its time mode (as `JobFilter.where`)."""
+        keep = np.ones(self.n_rows, dtype=bool)
+        if flt.time_mode == RUNNING:
+            keep &= self.has_start
+            if flt.start is not None:
+                keep &= self.has_end & (self.end_us > to_us(flt.start))
+            if flt.end is not None:
+                keep &= self.start_us < to_us(flt.end)
+            return keep
+        if flt.start is not None:
+            keep &= self.submit_us >= to_us(flt.start)
+        if flt.end is not None:
+            keep &= self.submit_us < to_us(flt.end)
         return keep
 
     def clusters(self) -> list[str]:

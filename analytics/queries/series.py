@@ -524,12 +524,8 @@ def _vc_job_stats(
     cols: colstore.JobColumns, keep: np.ndarray, job_v: np.ndarray, flt: JobFilter, excluded: tuple[date, ...]
 ) -> pl.DataFrame:
     """Per VC v: GPU jobs and their mean GPUs, duration and queue delay, of the kept jobs of VC v (job_v; -1 = none)
-    submitted in the filter's window and not on an excluded day."""
-    inside = keep & (job_v >= 0)
-    if flt.start:
-        inside &= cols.submit_us >= colstore.to_us(flt.start)
-    if flt.end:
-        inside &= cols.submit_us < colstore.to_us(flt.end)
+    in the filter's window (in its time mode) and not submitted on an excluded day."""
+    inside = keep & (job_v >= 0) & cols.window_mask(flt)
     for day in excluded:
         first_us = colstore.to_us(datetime.combine(day, datetime.min.time()))
         inside &= (cols.submit_us < first_us) | (cols.submit_us >= first_us + _US_PER_DAY)

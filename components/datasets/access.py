@@ -15,8 +15,17 @@ from flask import current_app
 
 from analytics import capabilities, queries, store
 from analytics.db import QueryError
-from analytics.filters import JobFilter, to_filter
-from analytics.queries import catalog, users
+from analytics.filters import (
+    JobFilter,
+    Known,
+    check_dataset,
+    check_known,
+    has_checked_values,
+    parse_params,
+    resolve_range,
+    to_filter,
+)
+from analytics.queries import catalog, job, users
 from components.server.cache import cached, peek
 from components.server.settings import Settings
 
@@ -147,3 +156,76 @@ def missing_feature(name: str, needs: tuple[str, ...]) -> str | None:
 def dataset_capabilities(name: str) -> dict[str, Any]:
     """The columns, features and pages dataset name supports (analytics.capabilities.capabilities)."""
     return capabilities.capabilities(open_dataset(name).meta)
+
+
+def last_submit(name: str) -> datetime | None:
+    """The latest submit time of dataset name: where its relative time ranges end."""
+    return _of_dataset("lastsubmit", name, catalog.last_submit)
+
+
+def known_values(name: str) -> Known:
+    """What dataset name holds for checking a filter state: clusters, VCs, users, days, start times."""
+
+    def compute(ds: store.Dataset) -> Known:
+        opts, (first, last) = catalog.filter_options(ds), catalog.submit_days(ds)
+        starts = capabilities.column_status(ds.meta)["start_time"]
+        return Known(
+            clusters=tuple(opts["clusters"]),
+            cluster_vcs=tuple((c, vc) for c, vc in opts["cluster_vcs"]),
+            users=tuple(opts["users"]),
+            first_day=first,
+            last_day=last,
+            no_running=starts["note"] if starts["status"] == capabilities.ABSENT else None,
+        )
+
+    return _of_dataset("known", name, compute)
+
+
+def read_params(params: dict[str, str]) -> tuple[dict[str, Any], list[str], str | None]:
+    """The filter state of query parameters checked against its dataset: the state, each value ignored and why, and
+    the sentence naming the window of a relative time range (None without one)."""
+    names = dataset_names()
+    default = default_dataset(names)
+    state, problems = parse_params(params, default)
+    problems += check_dataset(state, names, default)
+    if not state["dataset"]:
+        return state, problems, None
+    try:
+        if has_checked_values(state):
+            problems += check_known(state, known_values(state["dataset"]))
+        note = resolve_range(state, last_submit(state["dataset"]), datetime.now()) if state["range"] else None
+    except store.DatasetError:
+        return state, problems, None
+    return state, problems, note
+
+
+def job_records(name: str, job_id: int, cluster: str | None) -> pl.DataFrame:
+    """Every column of the jobs with this id in dataset name (of one cluster when given)."""
+    return _of_dataset("job", name, lambda ds: job.job_records(ds, job_id, cluster), str(job_id), cluster or "")
+
+
+def _job_key(record: dict[str, Any]) -> tuple[str, str]:
+    return record["cluster"], str(record["job_id"])
+
+
+def job_wait_holders(name: str, record: dict[str, Any]) -> pl.DataFrame:
+    """The GPU jobs of a job's VC that held GPUs while it waited, most GPUs first."""
+    return _of_dataset("jobwait", name, lambda ds: job.wait_holders(ds, record), *_job_key(record))
+
+
+def job_user_around(name: str, record: dict[str, Any]) -> pl.DataFrame:
+    """A job's user's other jobs nearest to it in submit time."""
+    return _of_dataset("jobuser", name, lambda ds: job.user_jobs_around(ds, record), *_job_key(record))
+
+
+def vc_activity(name: str, cluster: str, vc: str, start: datetime, end: datetime, every: str) -> pl.DataFrame:
+    """Per bucket of `every` over [start, end): a VC's running GPUs and capacity, and its queued jobs at the bucket's
+    start."""
+
+    def compute(ds: store.Dataset) -> pl.DataFrame:
+        flt = JobFilter(clusters=(cluster,), vcs=(vc,), start=start, end=end)
+        util = queries.QUERIES["utilization_resampled"](ds, flt, every=every)
+        times = util["time"].to_list()
+        return util.join(job.queued_jobs(ds, cluster, vc, times), on="time", how="left")
+
+    return _of_dataset("vcact", name, compute, cluster, vc, start.isoformat(), end.isoformat(), every)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from flask import Response, request
 
-from analytics.filters import parse_params, to_filter
+from analytics.filters import check_known, parse_params, resolve_range, to_filter
 from analytics.queries import explorer as explorer_queries
 from analytics.store import DatasetError
 from components.datasets import access
@@ -28,9 +29,11 @@ def csv_view() -> Response:
     args = request.args.to_dict()
     try:
         state, problems = parse_params(args, access.settings().default_dataset)
+        ds = access.open_dataset(state["dataset"])
+        problems += check_known(state, access.known_values(ds.name))
         if problems:
             raise ValueError(problems[0])
-        ds = access.open_dataset(state["dataset"])
+        resolve_range(state, access.last_submit(ds.name), datetime.now())
         flt = to_filter(state)
         fmodel = _json_arg(args, "grid_filter", "{}")
         smodel = _json_arg(args, "grid_sort", "[]")

@@ -17,7 +17,7 @@ from analytics.store import Dataset
 from components.datasets import access
 from components.explorer import export
 from components.server.cache import cached
-from components.shell import tables
+from components.shell import controls, tables
 
 SPEC = "jobs-spec"
 GRID = "jobs-grid"
@@ -38,9 +38,9 @@ HEADERS: dict[str, str] = {
 HUMAN_KINDS: dict[str, str] = {"duration": "duration", "queue": "duration"}
 
 
-def column_defs(dataset: str = "") -> list[dict[str, Any]]:
-    """AG Grid column definitions with readable headers and the right filter per column type; durations in human
-    units (sorted and filtered in seconds, exact on hover); job ids link to their job page."""
+def column_defs() -> list[dict[str, Any]]:
+    """AG Grid column definitions with readable headers and the right filter per column type; a job id links to its
+    job page (the JobLink renderer of assets/dashAgGridComponentFunctions.js)."""
     defs = []
     for col in explorer_queries.COLUMNS:
         kind = "agNumberColumnFilter" if col in explorer_queries.NUMBER_COLUMNS else "agTextColumnFilter"
@@ -57,10 +57,9 @@ def column_defs(dataset: str = "") -> list[dict[str, Any]]:
                 "filter": kind,
                 "filterParams": filter_params,
                 "minWidth": width,
+                **({"cellRenderer": "JobLink"} if col == "job_id" else {}),
             }
         )
-    job_id = next(d for d in defs if d["field"] == "job_id")
-    job_id |= {"cellRenderer": "HeliosJobLink", "cellRendererParams": {"dataset": dataset}}
     return defs
 
 
@@ -106,7 +105,7 @@ def section(state: dict[str, Any]) -> html.Div:
             ),
             dag.AgGrid(
                 id=GRID,
-                columnDefs=column_defs(state["dataset"]),
+                columnDefs=column_defs(),
                 defaultColDef={"sortable": True, "resizable": True, "minWidth": 90, "flex": 1},
                 rowModelType="infinite",
                 dashGridOptions={
@@ -118,6 +117,7 @@ def section(state: dict[str, Any]) -> html.Div:
                     "paginationPageSize": 100,
                     "paginationPageSizeSelector": False,
                     "tooltipShowDelay": 300,
+                    "context": {"dataset": state["dataset"], "jobPath": controls.JOB_PATH},
                 },
                 style={"height": "520px", "width": "100%"},
             ),

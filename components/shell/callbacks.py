@@ -9,7 +9,7 @@ import dash_bootstrap_components as dbc
 from dash import MATCH, Dash, Input, Output, State, ctx, dcc, no_update
 
 from analytics.csv_safety import csv_text
-from analytics.filters import empty_state, page_params, parse_params, parse_query, to_query
+from analytics.filters import empty_state, page_params, query_params, to_query
 from analytics.store import DatasetError
 from components.charts import figures
 from components.charts import registry as charts
@@ -22,8 +22,10 @@ FILTER_INPUTS = (
     (controls.DATASET, "value"),
     (controls.CLUSTERS, "value"),
     (controls.VCS, "value"),
+    (controls.RANGE, "value"),
     (controls.DATES, "start_date"),
     (controls.DATES, "end_date"),
+    (controls.TIME_MODE, "value"),
     (controls.KIND, "value"),
     (controls.STATES, "value"),
     (controls.GPU_MIN, "value"),
@@ -36,6 +38,7 @@ OPTION_OUTPUTS = (
     (controls.USERS, "options"),
     (controls.DATES, "min_date_allowed"),
     (controls.DATES, "max_date_allowed"),
+    (controls.TIME_MODE, "options"),
 )
 
 
@@ -45,8 +48,10 @@ def state_to_controls(state: dict[str, Any]) -> list:
         state["dataset"],
         state["clusters"],
         state["vcs"],
+        state["range"],
         state["start"],
         state["end"],
+        state["time"],
         state["job_kind"],
         state["states"],
         state["gpu_min"],
@@ -67,41 +72,55 @@ def _gpu_text(value: Any) -> str:
     return "" if value in (None, "") else str(value)[:100]
 
 
-def controls_to_state(values: list) -> tuple[dict[str, Any], list[str]]:
-    """The filter state of the filter-bar values (in FILTER_INPUTS order) and the problems found in them."""
-    dataset, clusters, vcs, start, end, kind, states, gpu_min, gpu_max, users = values
-    params = {
+def controls_to_params(values: list, trigger: Any = None) -> dict[str, str]:
+    """The query parameters of the filter-bar values (in FILTER_INPUTS order); picking days clears the range."""
+    dataset, clusters, vcs, span, start, end, mode, kind, states, gpu_min, gpu_max, users = values
+    if trigger == controls.DATES:
+        span = None
+    return {
         "ds": str(dataset or "")[:200],
         "cluster": _joined(clusters),
         "vc": _joined(vcs),
         "user": _joined(users),
         "state": _joined(states),
-        "start": str(start or "")[:10],
-        "end": str(end or "")[:10],
+        "range": str(span or "")[:100],
+        "start": "" if span else str(start or "")[:10],
+        "end": "" if span else str(end or "")[:10],
+        "time": str(mode or "")[:100],
         "kind": str(kind or "all")[:100],
         "gmin": _gpu_text(gpu_min),
         "gmax": _gpu_text(gpu_max),
     }
-    state, problems = parse_params(params)
+
+
+def controls_to_state(values: list, trigger: Any = None) -> tuple[dict[str, Any], list[str]]:
+    """The filter state of the filter-bar values (in FILTER_INPUTS order), checked against its dataset, and the
+    problems found in them."""
+    state, problems, _ = access.read_params(controls_to_params(values, trigger))
     return state, [p.replace("URL parameter", "filter") for p in problems]
 
 
+def _alerts(problems: list[str]) -> list:
+    return [dbc.Alert(p, color="warning", className="py-1 small mb-2 url-problem") for p in problems]
+
+
 def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tuple:
-    """Keep URL and filter bar in step, sending drop-down options with the values they must contain."""
+    """Keep URL and filter bar in step, sending drop-down options with the values they must contain; every value
+    the URL or the bar gives that cannot be used is named in a note."""
     names = access.dataset_names()
     trigger = ctx.triggered_id
     url, alert, show = no_update, [], True
     if trigger in (None, controls.URL):
-        state, problems = parse_query(search, access.default_dataset(names))
-        alert = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
+        state, problems, _ = access.read_params(query_params(search))
+        alert = _alerts(problems)
     elif trigger == controls.FILTER_RESET:
         state = empty_state(values[0] or access.default_dataset(names))
     elif trigger == controls.DATASET:
         state = empty_state(controls_to_state(list(values))[0]["dataset"])
     else:
-        state, problems = controls_to_state(list(values))
-        show = bool(problems)
-        alert = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
+        state, problems = controls_to_state(list(values), trigger)
+        show = bool(problems) or trigger in (controls.RANGE, controls.DATES)
+        alert = _alerts(problems)
     if trigger not in (None, controls.URL):
         url = to_query(state, page_params(search))
     shown = state_to_controls(state) if show else [no_update] * len(FILTER_INPUTS)
@@ -109,17 +128,19 @@ def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tupl
 
 
 def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
-    """The choices of the cluster, VC and user drop-downs and the date bounds for a dataset."""
+    """The choices of the cluster, VC and user drop-downs, the date bounds and the time modes for a dataset (running
+    disabled, saying why, on a dataset without start times)."""
     if not dataset:
-        return [], [], [], None, None
+        return [], [], [], None, None, controls.TIME_OPTIONS
     try:
         opts = access.dataset_options(dataset)
         first, last = access.dataset_period(dataset)
+        no_running = access.known_values(dataset).no_running
     except DatasetError:
-        return [], [], [], None, None
+        return [], [], [], None, None, controls.TIME_OPTIONS
     chosen = set(clusters or [])
     vcs = sorted({vc for c, vc in opts["cluster_vcs"] if not chosen or c in chosen})
-    return opts["clusters"], vcs, opts["users"], first, last
+    return opts["clusters"], vcs, opts["users"], first, last, controls.time_options(no_running)
 
 
 def render_figure(spec: dict[str, Any]):

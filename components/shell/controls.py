@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from analytics import schema
-from analytics.filters import JOB_KINDS, to_query
+from analytics.filters import JOB_KINDS, RANGES, RUNNING, SUBMITTED, to_query
 from components.charts import registry as charts
 
 # Shell ids.
@@ -22,11 +23,14 @@ FILTER_TOGGLE = "filter-toggle"
 FILTER_COLLAPSE = "filter-collapse"
 FILTER_RESET = "filter-reset"
 DATA_AS_OF = "data-as-of"
+WINDOW_NOTE = "window-note"
 # Filter controls, in the order of the filter bar.
 DATASET = "f-dataset"
 CLUSTERS = "f-clusters"
 VCS = "f-vcs"
+RANGE = "f-range"
 DATES = "f-dates"
+TIME_MODE = "f-time"
 KIND = "f-kind"
 STATES = "f-states"
 GPU_MIN = "f-gpu-min"
@@ -40,6 +44,24 @@ CSV_DOWNLOAD = "csv-download"
 
 KIND_LABELS = {"all": "All jobs", "gpu": "GPU jobs", "cpu": "CPU jobs"}
 KIND_OPTIONS = [{"label": KIND_LABELS[kind], "value": kind} for kind in JOB_KINDS]
+RANGE_OPTIONS = [{"label": label, "value": key} for key, label in RANGES.items()]
+TIME_OPTIONS = [{"label": "submitted in it", "value": SUBMITTED}, {"label": "running in it", "value": RUNNING}]
+
+
+def time_options(no_running: str | None) -> list[dict[str, Any]]:
+    """The time modes of the filter bar, running disabled (its label saying why) when no_running gives a reason."""
+    if not no_running:
+        return TIME_OPTIONS
+    disabled = {"label": f"running in it (not in this trace: {no_running})", "value": RUNNING, "disabled": True}
+    return [TIME_OPTIONS[0], disabled]
+
+
+JOB_PATH = "/jobs/"  # + job id: the job page
+
+
+def job_href(job_id: Any, dataset: str, cluster: str) -> str:
+    """The link to one job's page."""
+    return f"{JOB_PATH}{job_id}?{urlencode({'ds': dataset, 'cluster': cluster})}"
 
 
 def nav_href(path: str, state: dict[str, Any]) -> str:
@@ -48,9 +70,9 @@ def nav_href(path: str, state: dict[str, Any]) -> str:
 
 
 def pages() -> list[tuple[str, str]]:
-    """(path, name) of every registered Dash page, in menu order."""
+    """(path, name) of every registered Dash page of the menu (not those registered with nav=False), in menu order."""
     registry = sorted(dash.page_registry.values(), key=lambda p: (p.get("order") is None, p.get("order") or 0))
-    return [(p["path"], p["name"]) for p in registry]
+    return [(p["path"], p["name"]) for p in registry if p.get("nav", True)]
 
 
 def filter_bar_style(pathname: str | None) -> dict[str, str] | None:
@@ -97,29 +119,53 @@ def date_range(cid: str, **props: Any) -> dcc.DatePickerRange:
 def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
     """The global filter bar; its values are set from the URL by the shell callbacks."""
     wide, narrow = {"xs": 12, "md": 6, "xl": 3}, {"xs": 6, "md": 3, "xl": 1}
+    pick = {"xs": 12, "md": 6, "xl": 2}
     row = dbc.Row(
         [
             _labelled(
-                "Dataset",
-                dcc.Dropdown(id=DATASET, options=datasets, value=state["dataset"], clearable=False),
-                {"xs": 12, "md": 6, "xl": 2},
+                "Dataset", dcc.Dropdown(id=DATASET, options=datasets, value=state["dataset"], clearable=False), pick
             ),
-            _labelled("Clusters", dcc.Dropdown(id=CLUSTERS, multi=True, placeholder="all clusters"), wide),
-            _labelled("VCs", dcc.Dropdown(id=VCS, multi=True, placeholder="all VCs"), wide),
+            _labelled("Clusters", dcc.Dropdown(id=CLUSTERS, multi=True, placeholder="all clusters"), pick),
+            _labelled("VCs", dcc.Dropdown(id=VCS, multi=True, placeholder="all VCs"), pick),
             _labelled(
-                "Submitted between",
-                date_range(DATES, clearable=True, start_date_placeholder_text="start", end_date_placeholder_text="end"),
-                {"xs": 12, "md": 6, "xl": 3},
+                "Time range",
+                dcc.Dropdown(id=RANGE, options=RANGE_OPTIONS, placeholder="custom days", clearable=True),
+                pick,
+            ),
+            _labelled(
+                "Between (days)",
+                html.Div(
+                    [
+                        date_range(
+                            DATES, clearable=True, start_date_placeholder_text="start", end_date_placeholder_text="end"
+                        ),
+                        html.Div(
+                            [
+                                html.Span("jobs", className="small text-muted me-2"),
+                                dbc.RadioItems(
+                                    id=TIME_MODE,
+                                    options=TIME_OPTIONS,
+                                    value=SUBMITTED,
+                                    inline=True,
+                                    className="small d-inline-block",
+                                ),
+                            ],
+                            title="Submitted in it: jobs submitted in the window. Running in it: jobs that ran at "
+                            "some time in it (started before its end, ended after its start).",
+                        ),
+                    ]
+                ),
+                {"xs": 12, "md": 6, "xl": 4},
             ),
             _labelled(
                 "Jobs",
                 dbc.RadioItems(id=KIND, options=KIND_OPTIONS, value="all", inline=True, className="pt-1"),
-                {"xs": 12, "md": 6, "xl": 3},
+                {"xs": 12, "md": 6, "xl": 4},
             ),
             _labelled(
                 "States",
                 dcc.Dropdown(id=STATES, options=list(schema.STATES), multi=True, placeholder="all states"),
-                wide,
+                pick,
             ),
             _labelled("GPUs ≥", dbc.Input(id=GPU_MIN, type="number", min=0, step=1, debounce=True), narrow),
             _labelled("GPUs ≤", dbc.Input(id=GPU_MAX, type="number", min=0, step=1, debounce=True), narrow),

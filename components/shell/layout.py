@@ -10,16 +10,10 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 from flask import has_request_context
 
-from analytics.filters import empty_state, flat_params, parse_params
+from analytics.filters import empty_state, flat_params
 from analytics.store import DatasetError
 from components.datasets import access
 from components.shell import controls
-
-
-def page_state(params: dict[str, Any]) -> dict[str, Any]:
-    """The filter state of a page from its query parameters (the default dataset when none is named)."""
-    state, _ = parse_params(flat_params(params), access.default_dataset(access.dataset_names()))
-    return state
 
 
 def page_layout(
@@ -28,10 +22,12 @@ def page_layout(
     """A page's layout function: its header, then body(filter state, URL parameters), or the dataset's problem."""
 
     def layout(**params: Any) -> html.Div:
-        state = page_state(params)
+        state, _, note = access.read_params(flat_params(params))
         problem = dataset_problem(state)
         header = controls.page_header(title, subtitle)
-        return html.Div([header, problem] if problem else [header, data_as_of(state["dataset"]), *body(state, params)])
+        if problem:
+            return html.Div([header, problem])
+        return html.Div([header, data_as_of(state["dataset"]), *window_note(note), *body(state, params)])
 
     return layout
 
@@ -41,6 +37,11 @@ def data_as_of(dataset: str) -> html.P:
     newest = access.data_as_of(dataset)
     text = f"{dataset}: data as of {newest} (its newest submit, start or end)" if newest else f"{dataset}: no jobs"
     return html.P(text, id=controls.DATA_AS_OF, className="text-muted small mb-2")
+
+
+def window_note(note: str | None) -> list:
+    """The line naming the window of a relative time range, when there is one."""
+    return [html.P(note, id=controls.WINDOW_NOTE, className="small mb-2 fw-semibold")] if note else []
 
 
 def dataset_problem(state: dict[str, Any]) -> html.Div | None:

@@ -19,6 +19,7 @@ from components.datasets import access
 from components.server.background import background_manager, poll_interval_ms
 from components.server.runs import RunError, job_caller, run_in_subprocess
 from components.server.settings import Settings
+from components.shell import controls
 from components.shell.controls import graph_config
 from components.whatif import figures as wf
 from components.whatif import form as ids
@@ -338,7 +339,9 @@ def wait_view(job_id, scheme: str | None, meta: dict | None, settings: Settings)
     t0 = datetime.fromisoformat(result.window[0])
     schemes = [s for s in (RECORDED, scheme) if s in set(result.records["scheme"].unique().to_list())]
     figure = wf.wait_figure(result.records, int(job_id), t0, list(dict.fromkeys(schemes)))
-    return figure, wf.ahead_table(result.records, scheme, int(job_id))
+    dataset, cluster = result.config.get("dataset", ""), result.config.get("cluster", "")
+    href = (lambda ahead_id: controls.job_href(ahead_id, dataset, cluster)) if dataset and cluster else None
+    return figure, wf.ahead_table(result.records, scheme, int(job_id), href=href)
 
 
 def download(n_summary, n_records, n_json, n_ces, meta: dict | None, settings: Settings):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import dash_bootstrap_components as dbc
 import numpy as np
 import plotly.graph_objects as go
 import polars as pl
-from dash import html
+from dash import dcc, html
 from plotly.subplots import make_subplots
 
 from components.charts import units
@@ -447,8 +448,11 @@ def wait_figure(records: pl.DataFrame, job_id: int, t0: datetime, schemes: list[
     return style(fig, title, "", "jobs ahead, waiting")
 
 
-def ahead_table(records: pl.DataFrame, scheme: str, job_id: int, limit: int = 15) -> dbc.Table:
-    """The largest jobs (GPU time) that started ahead of job_id under scheme."""
+def ahead_table(
+    records: pl.DataFrame, scheme: str, job_id: int, limit: int = 15, href: Callable[[int], str] | None = None
+) -> dbc.Table:
+    """The largest jobs (GPU time) that started ahead of job_id under scheme, each linked to href(its id) if given
+    (a simulated job keeps its id in the trace)."""
     _, ahead = jobs_ahead(records, scheme, job_id)
     if ahead.is_empty():
         return dbc.Table([html.Tbody(html.Tr(html.Td("No job started ahead of it while it waited.")))], size="sm")
@@ -457,7 +461,7 @@ def ahead_table(records: pl.DataFrame, scheme: str, job_id: int, limit: int = 15
     rows = [
         html.Tr(
             [
-                html.Td(r["job_id"]),
+                html.Td(dcc.Link(str(r["job_id"]), href=href(r["job_id"])) if href else r["job_id"]),
                 html.Td(r["gpu_num"]),
                 html.Td(units.duration(r["duration_s"])),
                 html.Td(units.duration(r["submit_s"])),

@@ -26,10 +26,8 @@ def filter_expr(flt: JobFilter, *, window: bool = True) -> pl.Expr:
     for name, values in (("cluster", flt.clusters), ("vc", flt.vcs), ("user", flt.users), ("state", flt.states)):
         if values:
             preds.append(pl.col(name).is_in(list(values)))
-    if window and flt.start is not None:
-        preds.append(pl.col("submit_time") >= flt.start)
-    if window and flt.end is not None:
-        preds.append(pl.col("submit_time") < flt.end)
+    if window:
+        preds.extend(_window_exprs(flt))
     if flt.job_kind != "all":
         preds.append(pl.col("gpu_num") > 0 if flt.job_kind == "gpu" else pl.col("gpu_num") == 0)
     if flt.gpu_min is not None:
@@ -37,6 +35,23 @@ def filter_expr(flt: JobFilter, *, window: bool = True) -> pl.Expr:
     if flt.gpu_max is not None:
         preds.append(pl.col("gpu_num") <= flt.gpu_max)
     return pl.all_horizontal(preds) if preds else pl.lit(True)
+
+
+def _window_exprs(flt: JobFilter) -> list[pl.Expr]:
+    """The filter's time window: submitted in [start, end), or running in it (started before the end and ended after
+    the start, its end being end_time else start_time + duration)."""
+    if flt.time_mode == "submitted":
+        return [
+            *([pl.col("submit_time") >= flt.start] if flt.start is not None else []),
+            *([pl.col("submit_time") < flt.end] if flt.end is not None else []),
+        ]
+    preds = [pl.col("start_time").is_not_null()]
+    if flt.start is not None:
+        job_end = pl.coalesce("end_time", pl.col("start_time") + pl.duration(seconds=pl.col("duration")))
+        preds.append((job_end > flt.start).fill_null(False))
+    if flt.end is not None:
+        preds.append(pl.col("start_time") < flt.end)
+    return preds
 
 
 def ref_jobs(ds: Dataset, flt: JobFilter, window: bool = True) -> pl.DataFrame:
@@ -563,3 +578,37 @@ REFERENCES = {
     "vc_utilization": ref_vc_utilization,
     "period": ref_period,
 }
+
+
+def ref_wait_holders(ds: Dataset, job: dict) -> pl.DataFrame:
+    """The GPU jobs of the job's cluster and VC running at some time between its submit and start: job_id, gpu_num and
+    the seconds each held its GPUs in that wait."""
+    jobs = ds.jobs().collect()
+    t0, t1 = job["submit_time"], job["start_time"]
+    job_end = pl.coalesce("end_time", pl.col("start_time") + pl.duration(seconds=pl.col("duration")))
+    running = job_end > t0
+    held = jobs.filter(
+        (pl.col("cluster") == job["cluster"])
+        & (pl.col("vc") == job["vc"])
+        & (pl.col("gpu_num") > 0)
+        & pl.col("start_time").is_not_null()
+        & (pl.col("start_time") < t1)
+        & running.fill_null(False)
+        & ~(pl.col("job_id") == job["job_id"])
+    )
+    overlap = pl.min_horizontal(job_end, pl.lit(t1)) - pl.max_horizontal(pl.col("start_time"), pl.lit(t0))
+    return held.select("job_id", "gpu_num", overlap.dt.total_seconds().alias("held_s"))
+
+
+def ref_queued_jobs(ds: Dataset, cluster: str, vc: str, times: list[datetime]) -> list[int]:
+    """At each time, the jobs of the VC submitted at or before it and not started by then: started later, or never
+    started and ended (left the queue) later, or never started, no end and unfinished."""
+    jobs = ds.jobs().collect().filter((pl.col("cluster") == cluster) & (pl.col("vc") == vc))
+    out = []
+    for t in times:
+        unstarted = pl.col("start_time").is_null() & (
+            (pl.col("end_time") > t) | (pl.col("end_time").is_null() & pl.col("state").is_in(UNFINISHED))
+        )
+        waiting = (pl.col("submit_time") <= t) & ((pl.col("start_time") > t) | unstarted)
+        out.append(jobs.filter(waiting.fill_null(False)).height)
+    return out

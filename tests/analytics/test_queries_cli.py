@@ -79,3 +79,11 @@ def test_query_names_are_choices(small_ds, capsys):
     with pytest.raises(SystemExit):
         cli.main(["query", "no_such_query", "--dataset", "small"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_summary_counts_the_jobs_running_in_the_window_with_time_running(small_ds, capsys):
+    # In [04-01 00:02:00, 00:03:00): A2 and A6 were submitted; A1, A2 and B5 ran (A6 started at its end).
+    window = ("--start", "2020-04-01 00:02:00", "--end", "2020-04-01 00:03:00")
+    for mode, jobs in (("submitted", 2), ("running", 3)):
+        code, out, _ = _run(capsys, "summary", "--dataset", "small", *window, "--time", mode, "--json")
+        assert code == 0 and json.loads(out)[-1]["job_num"] == jobs

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from analytics import queries, store
+from analytics import db, queries, store
 from analytics.filters import JobFilter
 from analytics.queries import colstore
 from analytics.queries import jobs as queries_jobs
@@ -76,7 +76,17 @@ _filters = st.builds(
     gpu_max=st.none() | st.integers(9, 70),
     start=st.none() | st.datetimes(datetime(2020, 3, 31), datetime(2020, 4, 1, 12)),
     end=st.none() | st.datetimes(datetime(2020, 4, 1, 13), datetime(2020, 4, 4)),
+    time_mode=st.sampled_from(["submitted", "running"]),
 )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flt=_filters)
+def test_sql_predicate_is_the_filters_polars_predicate_with_nulls(random_ds, flt):
+    where, params = flt.where()
+    via_sql = db.run(f"SELECT job_id FROM jobs WHERE {where} ORDER BY job_id", params, ds=random_ds)["job_id"]
+    via_polars = random_ds.jobs().filter(polars_ref.filter_expr(flt)).select("job_id").sort("job_id").collect()
+    assert via_sql.to_list() == via_polars["job_id"].to_list()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -156,3 +166,54 @@ def test_user_table_by_sorted_keys_matches_reference(random_ds, monkeypatch, flt
 def test_random_trace_with_fractional_cpus_matches_reference(random_ds, name):
     want = polars_ref.REFERENCES[name](random_ds, JobFilter())
     assert_frame_equal(queries.QUERIES[name](random_ds), want, check_exact=False, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _overlap_jobs() -> pl.DataFrame:
+    """Jobs around the window 2020-04-02 00:00 - 12:00, each named by whether it runs in it (id 1-9: yes); a job's
+    end is its end_time, else start_time + duration (how long an unfinished one had run when the trace was cut)."""
+    t = datetime(2020, 4, 2)
+    h = timedelta(hours=1)
+    rows = [  # job_id, state, submit, start, end, duration (s)
+        (1, "COMPLETED", t - 5 * h, t - 4 * h, t + h, 5 * 3600),  # started before, ended inside
+        (2, "RUNNING", t - 5 * h, t - 4 * h, None, 6 * 3600),  # unfinished, had run 6 h by the cut: t + 2 h
+        (3, "COMPLETED", t + h, t + 2 * h, t + 20 * h, 18 * 3600),  # started inside, ended after
+        (4, "FAILED", t - 30 * h, t - 29 * h, None, 30 * 3600),  # no end_time: start + duration is after t
+        (16, "RUNNING", t - 50 * h, t - 40 * h, t - 39 * h, 3600),  # unfinished, but its recorded end is before t
+        (11, "COMPLETED", t - 5 * h, t - 4 * h, t, 4 * 3600),  # ended exactly at the window's start
+        (12, "COMPLETED", t + 12 * h, t + 12 * h, t + 13 * h, 3600),  # started at the window's end
+        (13, "PENDING", t - h, None, None, 0),  # never started
+        (14, "COMPLETED", t - 30 * h, t - 29 * h, None, 3600),  # no end_time: start + duration before t
+        (15, None, t - 30 * h, t - 29 * h, None, 3600),  # unknown state, ended before t
+    ]
+    ids, states, submit, start, end, duration = zip(*rows, strict=True)
+    n = len(rows)
+    return pl.DataFrame(
+        {
+            "cluster": ["Alpha"] * n,
+            "job_id": list(ids),
+            "user": ["u1"] * n,
+            "vc": ["vcA1"] * n,
+            "gpu_num": [1] * n,
+            "cpu_num": [1.0] * n,
+            "state": list(states),
+            "submit_time": list(submit),
+            "start_time": list(start),
+            "end_time": list(end),
+            "duration": list(duration),
+            "queue": [3600] * n,
+        }
+    )
+
+
+def test_running_during_selects_the_jobs_that_overlap_the_window_in_all_three_paths(data_root):
+    ds = store.write_dataset("overlap", _overlap_jobs(), _capacity(), {}, root=data_root)
+    flt = JobFilter(start=datetime(2020, 4, 2), end=datetime(2020, 4, 2, 12), time_mode="running")
+    want = [1, 2, 3, 4]
+    where, params = flt.where()
+    assert db.run(f"SELECT job_id FROM jobs WHERE {where} ORDER BY job_id", params, ds=ds)["job_id"].to_list() == want
+    assert polars_ref.ref_jobs(ds, flt)["job_id"].sort().to_list() == want
+    cols = colstore.columns(ds)
+    stored_ids = ds.jobs().collect()["job_id"]  # the column store's row order
+    assert sorted(stored_ids.gather(np.flatnonzero(cols.mask(flt))).to_list()) == want
+    submitted = JobFilter(start=datetime(2020, 4, 2), end=datetime(2020, 4, 2, 12))
+    assert polars_ref.ref_jobs(ds, submitted)["job_id"].sort().to_list() == [3]

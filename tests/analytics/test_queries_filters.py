@@ -103,6 +103,7 @@ _filters = st.builds(
     gpu_min=st.none() | st.integers(0, 8),
     gpu_max=st.none() | st.integers(8, 20),
     end=st.none() | st.datetimes(datetime(2020, 4, 1), datetime(2020, 4, 4)),
+    time_mode=st.sampled_from(["submitted", "running"]),
 )
 
 

@@ -84,7 +84,7 @@ def test_a_bad_url_parameter_shows_a_warning(ui):
 def test_changing_a_control_rewrites_the_url(ui):
     values = callbacks.state_to_controls(empty_state("helios-synth"))
     values[1] = ["Venus"]
-    values[5] = "cpu"
+    values[7] = "cpu"
     out = sync(ui, ("f-clusters", "value"), values=values)
     assert out["url"]["search"] == "?ds=helios-synth&cluster=Venus&kind=cpu"
     assert out["filter-state"]["data"]["clusters"] == ["Venus"]
@@ -94,7 +94,7 @@ def test_changing_a_control_rewrites_the_url(ui):
 
 def test_changing_the_dataset_clears_its_dataset_specific_filters(ui):
     values = callbacks.state_to_controls(empty_state("philly-mini"))
-    values[1], values[2], values[9] = ["Venus"], ["vcA"], ["u001"]
+    values[1], values[2], values[11] = ["Venus"], ["vcA"], ["u001"]
     out = sync(ui, ("f-dataset", "value"), values=values)
     assert out["url"]["search"] == "?ds=philly-mini"
     assert out["f-clusters"]["value"] == [] and out["f-vcs"]["value"] == [] and out["f-users"]["value"] == []
@@ -102,17 +102,18 @@ def test_changing_the_dataset_clears_its_dataset_specific_filters(ui):
 
 def test_reset_keeps_only_the_dataset(ui):
     values = callbacks.state_to_controls(empty_state("helios-synth"))
-    values[5] = "gpu"
+    values[7] = "gpu"
     out = sync(ui, ("filter-reset", "n_clicks"), values=values)
     assert out["url"]["search"] == "?ds=helios-synth" and out["f-kind"]["value"] == "all"
 
 
 def test_filter_options_follow_the_dataset_and_chosen_clusters(dash_app):
     with dash_app.server.test_request_context():
-        clusters, vcs, users_, first, last = callbacks.filter_options("helios-synth", ["Venus"])
+        clusters, vcs, users_, first, last, modes = callbacks.filter_options("helios-synth", ["Venus"])
         assert clusters == ["Earth", "Venus"] and vcs == ["vcA", "vcB"]
         assert len(users_) == 40 and first == "2020-04-01" and last <= "2020-04-22"
-        assert callbacks.filter_options("missing", None) == ([], [], [], None, None)
+        assert not any(m.get("disabled") for m in modes)
+        assert callbacks.filter_options("missing", None) == ([], [], [], None, None, controls.TIME_OPTIONS)
 
 
 def test_nav_links_keep_the_filters_and_mark_the_page(dash_app):
@@ -336,7 +337,7 @@ def test_the_compare_choices_live_in_the_url(dash_app):
 
 def test_a_filter_change_keeps_the_page_own_url_parameters(ui):
     values = callbacks.state_to_controls(empty_state("helios-synth"))
-    values[5] = "gpu"
+    values[7] = "gpu"
     out = sync(ui, ("f-kind", "value"), "?ds=helios-synth&cmp=philly-mini&ref=1", values=values)
     assert out["url"]["search"] == "?ds=helios-synth&kind=gpu&cmp=philly-mini&ref=1"
 
@@ -379,3 +380,19 @@ def test_a_page_is_laid_out_with_the_figures_already_drawn(ui):
     graph = find(again, {"type": controls.GRAPH, "name": "diurnal_util"})
     assert [t["name"] for t in graph["figure"]["data"]] == [t["name"] for t in drawn["data"]]
     assert callbacks.render_figure(cached) is no_update  # the card's callback leaves it
+
+
+def test_picking_a_range_writes_it_and_picking_days_clears_it(ui):
+    values = callbacks.state_to_controls(empty_state("helios-synth"))
+    values[3] = "7d"  # the range drop-down
+    out = sync(ui, ("f-range", "value"), values=values)
+    assert out["url"]["search"] == "?ds=helios-synth&range=7d"
+    shown_start, shown_end = out["f-dates"]["start_date"], out["f-dates"]["end_date"]
+    assert shown_start and shown_end and shown_start < shown_end  # the days the range covers are shown
+    values[4], values[5] = "2020-04-02", shown_end
+    out = sync(ui, ("f-dates", "start_date"), values=values)
+    assert out["url"]["search"] == f"?ds=helios-synth&start=2020-04-02&end={shown_end}"
+    assert out["f-range"]["value"] is None
+    values[3], values[6] = None, "running"
+    out = sync(ui, ("f-time", "value"), values=values)
+    assert out["url"]["search"].endswith("&time=running") and out["filter-state"]["data"]["time"] == "running"

@@ -39,16 +39,19 @@ def test_a_filtered_url_reaches_the_figures(ui):
 
 
 def test_an_empty_selection_shows_a_message_not_a_broken_chart(ui):
-    layout = ui.page("/jobs", "?cluster=Nowhere")
+    layout = ui.page("/jobs", "?cluster=Venus&gmin=4000")
     fig = ui.figure(ui.specs(layout)[0])
     assert fig["data"] == []
     assert fig["layout"]["annotations"][0]["text"] == "No jobs match the current filters."
 
 
-def test_an_unknown_dataset_is_named_in_a_message(ui):
+def test_an_unknown_dataset_is_named_and_the_default_one_shown(ui):
+    from tests.components.test_components_callbacks import sync
+
     layout = ui.page("/cluster", "?ds=nope")
-    assert ui.specs(layout) == []
-    assert "dataset 'nope' not found" in str(layout)
+    assert ui.specs(layout) and all(spec["state"]["dataset"] == "helios-synth" for spec in ui.specs(layout))
+    alert = str(sync(ui, ("url", "search"), "?ds=nope")["url-alert"]["children"])
+    assert "ds='nope': no dataset of that name; showing 'helios-synth' instead" in alert
 
 
 def test_one_user_in_the_url_opens_the_user_view(ui):
@@ -103,7 +106,7 @@ def test_the_overview_has_a_card_per_cluster_and_the_summary_table(ui):
 
 
 def test_the_overview_of_an_empty_selection_says_so(ui):
-    got = overview(ui, "?cluster=Nowhere")
+    got = overview(ui, "?cluster=Venus&gmin=4000")
     assert "No jobs match the current filters." in str(got["cards"]) and got["table"]["rowData"] == []
 
 

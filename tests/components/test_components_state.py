@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analytics.filters import empty_state, parse_query, to_filter, to_query
+from analytics.filters import (
+    Known,
+    check_dataset,
+    check_known,
+    empty_state,
+    parse_query,
+    resolve_range,
+    to_filter,
+    to_query,
+)
 from components.whatif.state import default_form, form_from_params, form_to_config
 from sim.scenario import ScenarioError
 
@@ -27,6 +36,7 @@ def test_a_full_state_round_trips_through_the_url():
         job_kind="gpu",
         gpu_min=2,
         gpu_max=64,
+        time="running",
     )
     query = to_query(state)
     assert query.startswith("?ds=helios-synth&cluster=Venus,Earth")
@@ -78,3 +88,104 @@ def test_url_numbers_go_through_the_scenario_limits_and_are_reported_not_dropped
     ]
     with pytest.raises(ScenarioError, match="must be at most 10"):
         form_to_config({**form, "cluster": "Venus"})  # and refused where the run is built
+
+
+def test_a_relative_range_stays_relative_in_the_url():
+    state, problems = parse_query("?ds=h&range=7d&time=running")
+    assert problems == [] and state["range"] == "7d" and state["time"] == "running"
+    resolve_range(state, datetime(2020, 9, 27, 14, 2, 30), now=datetime(2026, 12, 2))
+    assert state["start"] == "2020-09-20" and state["end"] == "2020-09-27"
+    assert to_query(state) == "?ds=h&range=7d&time=running"  # the resolved days are not written into the link
+
+
+def test_a_range_on_a_past_trace_counts_back_from_its_last_submission_and_says_so():
+    state, _ = parse_query("?ds=h&range=24h")
+    note = resolve_range(state, datetime(2020, 9, 27, 14, 2, 30), now=datetime(2026, 12, 2))
+    flt = to_filter(state)
+    assert (flt.start, flt.end) == (datetime(2020, 9, 26, 14, 3), datetime(2020, 9, 27, 14, 3))
+    assert note.startswith("Last 24 hours of the trace: 2020-09-26 14:03 – 2020-09-27 14:03")
+    assert "last job was submitted 2020-09-27 14:02" in note and "not from today" in note
+
+
+def test_a_range_on_a_live_trace_counts_back_from_now():
+    now = datetime(2026, 12, 2, 9, 30)
+    state, _ = parse_query("?ds=h&range=month")
+    note = resolve_range(state, now - timedelta(hours=2), now=now)
+    assert to_filter(state).start == datetime(2026, 12, 1) and to_filter(state).end == datetime(2026, 12, 2, 9, 31)
+    assert note.startswith("This month: 2026-12-01 00:00") and "trace" not in note
+
+
+def test_the_whole_trace_range_selects_every_job():
+    state, _ = parse_query("?ds=h&range=all&time=running")
+    resolve_range(state, datetime(2020, 9, 27), now=datetime(2026, 12, 2))
+    assert to_filter(state).where() == ("TRUE", [])
+
+
+def test_a_range_wins_over_days_and_bad_time_values_are_named():
+    state, problems = parse_query("?range=30d&start=2020-01-01&time=overlapping&range=1y")
+    assert state["range"] is None and state["time"] == "submitted"
+    assert any("range='1y'" in p for p in problems) and any("time='overlapping'" in p for p in problems)
+    state, problems = parse_query("?range=30d&start=2020-01-01")
+    assert (
+        state["range"] == "30d"
+        and state["start"] is None
+        and problems == ["URL parameter start ignored: range=30d sets the window"]
+    )
+
+
+def test_reversed_days_and_gpu_bounds_are_ignored_with_a_message():
+    state, problems = parse_query("?start=2020-05-02&end=2020-05-01&gmin=8&gmax=2")
+    assert (state["start"], state["end"], state["gpu_min"], state["gpu_max"]) == (None, None, None, None)
+    assert len(problems) == 2 and "after end=2020-05-01" in problems[0] and "gmin=8 > gmax=2" in problems[1]
+
+
+KNOWN = Known(
+    clusters=("Venus", "Earth"),
+    cluster_vcs=(("Venus", "vcA"), ("Earth", "vcB")),
+    users=("u1", "u2"),
+    first_day="2020-04-01",
+    last_day="2020-09-27",
+)
+
+
+def test_values_the_dataset_lacks_are_ignored_each_with_its_reason():
+    state, _ = parse_query("?ds=h&cluster=Venus,Mars&vc=vcA,vcB&user=u1,u9&start=2021-01-01")
+    problems = check_known(state, KNOWN)
+    late, _ = parse_query("?ds=h&end=2019-01-01")
+    problems += check_known(late, KNOWN)
+    assert state["clusters"] == ["Venus"] and state["vcs"] == ["vcA"] and state["users"] == ["u1"]
+    assert state["start"] is None and late["end"] is None
+    assert problems == [
+        "URL parameter cluster: no cluster Mars in dataset 'h'; ignored",
+        "URL parameter vc: no VC vcB in cluster(s) Venus; ignored",
+        "URL parameter user: no user u9 in dataset 'h'; ignored",
+        "URL parameter start=2021-01-01 is after the trace's last day (the trace runs 2020-04-01 – 2020-09-27); "
+        "ignored",
+        "URL parameter end=2019-01-01 is before the trace's first day (the trace runs 2020-04-01 – 2020-09-27); "
+        "ignored",
+    ]
+
+
+def test_running_mode_on_a_trace_without_start_times_says_it_cannot_apply():
+    state, _ = parse_query("?ds=philly&range=7d&time=running")
+    no_starts = Known(clusters=("Philly",), no_running="the Philly job list has no start times")
+    problems = check_known(state, no_starts)
+    assert state["time"] == "submitted"
+    assert problems == [
+        "URL parameter time=running cannot be applied on dataset 'philly': the Philly job list has no start times; "
+        "showing the jobs submitted in the window instead"
+    ]
+
+
+def test_an_unknown_dataset_falls_back_to_the_default_with_a_message():
+    state, _ = parse_query("?ds=nope")
+    assert check_dataset(state, ["a", "b"], "a") == [
+        "URL parameter ds='nope': no dataset of that name; showing 'a' instead"
+    ]
+    assert state["dataset"] == "a"
+    assert check_dataset(state, ["a", "b"], "a") == []
+
+
+def test_dataset_is_read_as_ds_and_written_back_as_ds():
+    state, problems = parse_query("?dataset=philly&cluster=Philly")
+    assert problems == [] and state["dataset"] == "philly" and to_query(state) == "?ds=philly&cluster=Philly"

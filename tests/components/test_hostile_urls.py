@@ -23,7 +23,7 @@ HOSTILE: dict[str, str] = {
     "megabyte": MB_VALUE,
     "list10k": ",".join(f"c{i}' OR 1=1" for i in range(10_000)),
 }
-FILTER_KEYS = ("cluster", "vc", "user", "state", "start", "end", "kind", "gmin", "gmax")
+FILTER_KEYS = ("cluster", "vc", "user", "state", "start", "end", "range", "time", "kind", "gmin", "gmax")
 PAGE_KEYS = {"/compare": ("cmp", "ref"), "/whatif": ("pol", "placer", "est", "noise", "load", "cap", "cpre", "csched")}
 PAGES = ("/", "/cluster", "/jobs", "/users", "/compare", "/data", "/whatif")
 
@@ -110,7 +110,20 @@ def test_a_hostile_url_parameter_gets_a_warning_not_an_error(ui, kind):
 def _hostile_controls(payload: str) -> list:
     """Filter-bar values as a tampered client could send them: payload strings and 10,000-element lists."""
     many = [payload[:80] + str(i) for i in range(10_000)]
-    return ["helios-synth", many, [payload], payload, payload, payload, many[:50], payload, {"x": payload}, many]
+    return [
+        "helios-synth",
+        many,
+        [payload],
+        payload[:1000],
+        payload,
+        payload,
+        payload[:1000],
+        payload,
+        many[:50],
+        payload,
+        {"x": payload},
+        many,
+    ]
 
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
