@@ -21,6 +21,8 @@ PAGES: dict[str, str] = {
     "overview": "/?ds=helios-synth",
     "cluster": "/cluster?ds=helios-synth",
     "jobs": "/jobs?ds=helios-synth",
+    "jobs-running": "/jobs?ds=helios-synth&range=7d&time=running",
+    "job": "/jobs/1248?ds=helios-synth&cluster=Earth",
     "users": "/users?ds=helios-synth",
     "compare": "/compare?ds=helios-synth&cmp=helios-synth,philly&ref=1",
     "whatif": WHATIF,
