@@ -184,7 +184,11 @@ def graph_specs(layout: Any) -> list[dict]:
 
 
 def render_graph(client, spec: dict) -> dict:
-    """The figure the MATCH render callback returns for a figure card spec."""
+    """The figure the MATCH render callback returns for a figure card spec (one laid out with its figure asked
+    again, as a page drawn before it was cached would)."""
+    from components.charts.registry import DRAWN
+
+    spec = {k: v for k, v in spec.items() if k != DRAWN}
     gid = {"name": spec["name"], "type": "graph"}
     inputs = [{"id": {"name": spec["name"], "type": "graph-spec"}, "property": "data", "value": spec}]
     out = post_callback(client, GRAPH_OUTPUT, {"id": gid, "property": "figure"}, inputs)
