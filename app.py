@@ -32,7 +32,6 @@ def create_app(settings: Settings | None = None) -> Dash:
         pages_folder="components/pages",
         title="Helios Dashboard",
         update_title=None,
-        eager_loading=True,
         meta_tags=[{"name": "viewport", "content": "width=device-width, initial-scale=1"}],
         background_callback_manager=background_manager(settings),
     )
