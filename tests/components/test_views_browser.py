@@ -44,6 +44,7 @@ def server_url(tmp_path_factory, chromium_path, write_small, gunicorn_app) -> st
     env = {**os.environ, "HELIOS_DATA_DIR": str(data), "HELIOS_CACHE_DIR": str(root / "cache")}
     env["HELIOS_ANONYMOUS_ROLE"] = "admin"
     env["HELIOS_BG_INTERVAL_MS"] = "250"
+    env["HELIOS_MAX_RUNS_PER_USER"] = "4"  # one address drives every test: a sweep left behind must not block a run
     env.pop("HELIOS_REDIS_URL", None)
     with gunicorn_app(root / "server.log", env, timeout_s=120) as url:
         urllib.request.urlopen(url + "/", timeout=60).read()  # the first page view sets up the pages router
@@ -130,7 +131,7 @@ def test_numbers_read_in_human_units_with_the_exact_value_on_hover(page, server_
     page.wait_for_selector("#jobs-grid .ag-row")
     link = page.locator("#jobs-grid .ag-row[row-index='0'] [col-id='job_id'] a")
     cluster = page.locator("#jobs-grid .ag-row[row-index='0'] [col-id='cluster']").inner_text()
-    assert link.get_attribute("href") == f"/jobs/{link.inner_text()}?dataset=helios-synth&cluster={cluster}"
+    assert link.get_attribute("href") == f"/jobs/{link.inner_text()}?ds=helios-synth&cluster={cluster}"
     page.locator("#jobs-grid .ag-body-horizontal-scroll-viewport").evaluate("el => { el.scrollLeft = 10000; }")
     duration = page.locator("#jobs-grid .ag-row[row-index='0'] [col-id='duration']")
     duration.wait_for()
