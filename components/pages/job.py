@@ -16,6 +16,7 @@ from analytics.filters import flat_params
 from components.charts import units
 from components.charts.timeline import job_timeline_figure, wait_end
 from components.datasets import access
+from components.explorer import grid as explorer_grid
 from components.shell import controls
 from components.shell.layout import data_as_of, dataset_problem
 
@@ -46,18 +47,7 @@ STEPS: tuple[tuple[str, timedelta], ...] = tuple(
 MAX_POINTS = 500
 TIME_COLUMNS = ("submit_time", "start_time", "end_time")
 SECONDS_COLUMNS = ("duration", "queue")
-LABELS: dict[str, str] = {
-    "job_id": "job id",
-    "job_name": "job name",
-    "gpu_num": "GPUs",
-    "cpu_num": "CPUs",
-    "node_num": "nodes",
-    "submit_time": "submitted",
-    "start_time": "started",
-    "end_time": "ended",
-    "duration": "run time",
-    "queue": "queueing delay",
-}
+LABELS: dict[str, str] = {**explorer_grid.HEADERS, "duration": "run time", "queue": "queueing delay"}
 
 
 def human_seconds(seconds: float | None) -> str:
