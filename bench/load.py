@@ -30,6 +30,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from components.shell import controls  # noqa: E402
+
 PAGES = ("/", "/cluster", "/jobs", "/users", "/compare", "/data")
 KINDS = ("all", "gpu", "cpu")
 P95_BUDGET_S = 1.0
@@ -120,15 +122,8 @@ def graph_specs(node: Any) -> list[dict]:
 
 
 def figure_payload(spec: dict) -> dict:
-    """The MATCH figure callback request for a figure card."""
-    gid, sid = {"name": spec["name"], "type": "graph"}, {"name": spec["name"], "type": "graph-spec"}
-    return {
-        "output": '{"name":["MATCH"],"type":"graph"}.figure',
-        "outputs": {"id": gid, "property": "figure"},
-        "inputs": [{"id": sid, "property": "data", "value": spec}],
-        "state": [],
-        "changedPropIds": [json.dumps(sid, separators=(",", ":")) + ".data"],
-    }
+    """The figure callback request for a figure card, as the browser sends it once the card is shown."""
+    return controls.figure_request(spec)
 
 
 class Recorder:

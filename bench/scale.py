@@ -220,6 +220,7 @@ def visit_pages(server: Server, filtered: str) -> list[dict[str, Any]]:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=page_bench.CHROMIUM_ARGS)
         tab = browser.new_page(viewport={"width": 1440, "height": 900})
         _goto_s(tab, server.url + "/data", "/data")  # the browser caches the JS bundles once
+        page_bench.settle_first_page(tab)
         for path in PAGES:
             first = _click_s(tab, path)
             _click_s(tab, "/data" if path != "/data" else "/")

@@ -53,6 +53,7 @@ def shoot(base: str, out: Path) -> list[Path]:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox"])
         for size, width, height, max_height in SIZES:
             context = browser.new_context(viewport={"width": width, "height": height})
+            context.add_init_script("window.HELIOS_DRAW_ALL = true;")  # a full-page picture: every figure drawn
             tab = context.new_page()
             for name, path in PAGES.items():
                 tab.goto(base + path, timeout=240_000)

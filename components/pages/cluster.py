@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import dash
-from dash import Dash, Input, Output, State, no_update
+from dash import Dash, Input, Output, State, dcc, no_update
 
 from components.charts import figures
 from components.charts import registry as charts
@@ -20,13 +20,15 @@ dash.register_page(__name__, path="/cluster", name="Cluster", title="Helios Dash
 UTIL = "utilization"
 VC = "vc_util"
 FIG4 = "vc_fig4"
+ZOOM = "utilization-zoom"  # the x-range changes of the utilisation chart (its other relayout events stay here)
 
 
 def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
     """The cluster page's figures for a filter state."""
     return [
-        grid([figure_card(UTIL, state, 420)], {"xs": 12}),
-        grid([figure_card("running_queued", state)], {"xs": 12}),
+        dcc.Store(id=ZOOM),
+        grid([figure_card(UTIL, state, 420, lazy=False)], {"xs": 12}),
+        grid([figure_card("running_queued", state, lazy=False)], {"xs": 12}),
         grid([figure_card("diurnal_util", state), figure_card("diurnal_submit", state)]),
         grid([figure_card("heatmap", state), figure_card("monthly", state)]),
         grid([figure_card(FIG4, state, 620)], {"xs": 12}),
@@ -83,9 +85,20 @@ def drill_to_vc(click: dict[str, Any] | None):
 
 def register_callbacks(app: Dash) -> None:
     """Register this page's callbacks on app."""
+    # Plotly reports every drawing (autosize) as a relayout: only a change of the x range goes to the server.
+    app.clientside_callback(
+        """function (relayout) {
+            var keys = Object.keys(relayout || {});
+            var x = keys.some(function (k) { return k.indexOf("xaxis.range") === 0 || k === "xaxis.autorange"; });
+            return x ? relayout : window.dash_clientside.no_update;
+        }""",
+        Output(ZOOM, "data"),
+        Input({"type": controls.GRAPH, "name": UTIL}, "relayoutData"),
+        prevent_initial_call=True,
+    )
     app.callback(
         Output({"type": controls.GRAPH, "name": UTIL}, "figure", allow_duplicate=True),
-        Input({"type": controls.GRAPH, "name": UTIL}, "relayoutData"),
+        Input(ZOOM, "data"),
         State({"type": controls.SPEC, "name": UTIL}, "data"),
         prevent_initial_call=True,
     )(zoom_utilization)

@@ -17,8 +17,8 @@ dash.register_page(__name__, path="/jobs", name="Jobs", title="Helios Dashboard 
 def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
     """The jobs page's figures and the job explorer for a filter state."""
     return [
-        grid([figure_card("duration_gpu", state), figure_card("duration_cpu", state)]),
-        grid([figure_card("gpu_num_jobs", state), figure_card("gpu_num_time", state)]),
+        grid([figure_card("duration_gpu", state, lazy=False), figure_card("duration_cpu", state, lazy=False)]),
+        grid([figure_card("gpu_num_jobs", state, lazy=False), figure_card("gpu_num_time", state, lazy=False)]),
         grid([figure_card("state_by_gpu", state), figure_card("state_cpu_gpu", state)]),
         grid([figure_card("queue_cdf", state)]),
         explorer_grid.section(state),

@@ -37,8 +37,8 @@ def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
     if len(state["users"]) == 1:
         return [user_view(state), leaderboard(state)]
     return [
-        grid([figure_card("conc_gpu", state), figure_card("conc_cpu", state)]),
-        grid([figure_card("conc_queue", state), figure_card("completion_hist", state)]),
+        grid([figure_card("conc_gpu", state, lazy=False), figure_card("conc_cpu", state, lazy=False)]),
+        grid([figure_card("conc_queue", state, lazy=False), figure_card("completion_hist", state, lazy=False)]),
         leaderboard(state),
     ]
 
@@ -57,7 +57,7 @@ def user_view(state: dict[str, Any]) -> html.Div:
     return html.Div(
         [
             html.H5(["User ", html.Code(user)], className="mt-1"),
-            grid([figure_card("user_jobs", state, 420)], {"xs": 12}),
+            grid([figure_card("user_jobs", state, 420, lazy=False)], {"xs": 12}),
             grid([figure_card("duration_gpu", state), figure_card("gpu_num_jobs", state)]),
             grid([figure_card("queue_cdf", state), figure_card("state_by_gpu", state)]),
             html.Hr(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -143,15 +144,17 @@ def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
     return opts["clusters"], vcs, opts["users"], first, last, controls.time_options(no_running)
 
 
-def render_figure(spec: dict[str, Any]):
-    """Draw the figure a card spec names, or a figure carrying the problem as a message."""
-    if isinstance(spec, dict) and spec.get(charts.DRAWN):
+def render_figure(spec: dict[str, Any] | None):
+    """Draw the figure a shown card's spec names into its slot, or a figure carrying the problem as a message."""
+    if not isinstance(spec, dict) or spec.get(charts.DRAWN):
         return no_update  # laid out with its figure
+    name = str(spec.get("name"))
     try:
-        return charts.render_cached(spec)
+        figure = charts.render_cached(spec)
     except access.USER_ERRORS as exc:
-        log.info("figure %s: %s", str(spec.get("name") if isinstance(spec, dict) else spec)[:80], exc)
-        return figures.empty_figure(str(exc))
+        log.info("figure %s: %s", name[:80], exc)
+        figure = figures.empty_figure(str(exc))
+    return controls.figure_graph(name, figure)
 
 
 def download_csv(n_clicks: int | None, spec: dict[str, Any]):
@@ -190,9 +193,19 @@ def register(app: Dash) -> None:
         Input(controls.FILTER_TOGGLE, "n_clicks"),
         State(controls.FILTER_COLLAPSE, "is_open"),
     )
-    app.callback(
-        Output({"type": controls.GRAPH, "name": MATCH}, "figure"),
+    # A card's figure is asked for once it is shown, unless it was laid out with it: decided in the browser, so
+    # that cards below the first screen and cards drawn from the cache send no request.
+    app.clientside_callback(
+        f"function (spec, shown) {{ return shown && spec && !spec[{json.dumps(charts.DRAWN)}] ? spec "
+        ": window.dash_clientside.no_update; }",
+        Output({"type": controls.WANT, "name": MATCH}, "data"),
         Input({"type": controls.SPEC, "name": MATCH}, "data"),
+        Input({"type": controls.SHOWN, "name": MATCH}, "data"),
+    )
+    app.callback(
+        Output({"type": controls.SLOT, "name": MATCH}, "children"),
+        Input({"type": controls.WANT, "name": MATCH}, "data"),
+        prevent_initial_call=True,
     )(render_figure)
     app.callback(
         Output({"type": controls.CSV_DOWNLOAD, "name": MATCH}, "data"),

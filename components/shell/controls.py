@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import uuid
 from typing import Any
 from urllib.parse import urlencode
 
@@ -39,6 +41,10 @@ USERS = "f-users"
 # Pattern-matching ids of figure cards: {"type": GRAPH, "name": <figure name>} and friends.
 GRAPH = "graph"
 SPEC = "graph-spec"
+SLOT = "graph-slot"  # the Div a card's Graph is drawn into
+SHOWN = "graph-shown"  # True once the card is in view (assets/lazy_figures.js): its figure is asked for then
+WANT = "graph-want"  # the spec of a shown card not laid out with its figure: what the server draws
+LAZY_ATTR = "data-lazy-figure"  # on a lazy card: its SHOWN store's id, for assets/lazy_figures.js
 CSV_BUTTON = "csv-button"
 CSV_DOWNLOAD = "csv-download"
 
@@ -199,27 +205,41 @@ def graph_config(name: str) -> dict[str, Any]:
     }
 
 
-def figure_card(name: str, state: dict[str, Any], height_px: int = 380, extra: dict | None = None) -> dbc.Card:
-    """A card holding one figure, its loading spinner, its CSV download button and its data spec."""
+def figure_graph(name: str, figure: dict[str, Any] | None = None) -> dcc.Graph:
+    """The Graph of a figure card, filling its slot's height."""
+    return dcc.Graph(
+        id={"type": GRAPH, "name": name},
+        config=graph_config(name),
+        style={"height": "100%"},
+        **({"figure": figure} if figure is not None else {}),
+    )
+
+
+def figure_card(
+    name: str, state: dict[str, Any], height_px: int = 380, extra: dict | None = None, lazy: bool = True
+) -> html.Div:
+    """A card holding one figure, its loading spinner, its CSV download button and its data spec; a lazy card asks
+    for its figure when it scrolls into view, an eager one (the first screen) at once or laid out with it when it
+    is cached."""
     spec = {"name": name, "state": state, **(extra or {})}
-    figure = charts.cached_figure(spec)
+    figure = None if lazy else charts.cached_figure(spec)
     if figure is not None:
         spec[charts.DRAWN] = True
-    return dbc.Card(
+    shown_id = {"type": SHOWN, "name": name}
+    slot = html.Div(
+        [figure_graph(name, figure)] if figure is not None else [],
+        id={"type": SLOT, "name": name},
+        className="figure-slot",
+        style={"height": f"{height_px}px"},
+    )
+    card = dbc.Card(
         [
             dbc.CardBody(
                 [
                     dcc.Store(id={"type": SPEC, "name": name}, data=spec),
-                    dcc.Loading(
-                        dcc.Graph(
-                            id={"type": GRAPH, "name": name},
-                            config=graph_config(name),
-                            style={"height": f"{height_px}px"},
-                            **({"figure": figure} if figure is not None else {}),
-                        ),
-                        type="circle",
-                        delay_show=150,
-                    ),
+                    dcc.Store(id=shown_id, data=not lazy),
+                    dcc.Store(id={"type": WANT, "name": name}),
+                    dcc.Loading(slot, type="circle", delay_show=150),
                     html.Div(
                         [
                             dbc.Button(
@@ -240,6 +260,26 @@ def figure_card(name: str, state: dict[str, Any], height_px: int = 380, extra: d
         ],
         className="h-100 shadow-sm",
     )
+    marks = {LAZY_ATTR: json.dumps(shown_id, sort_keys=True), "data-lazy-token": uuid.uuid4().hex[:12]} if lazy else {}
+    return html.Div(card, className="h-100", **marks)
+
+
+def figure_request(spec: dict[str, Any]) -> dict[str, Any]:
+    """The request body the browser posts to /_dash-update-component for a shown card's figure."""
+    slot, want = ({"type": t, "name": spec["name"]} for t in (SLOT, WANT))
+    return {
+        "output": json.dumps({"name": ["MATCH"], "type": SLOT}, separators=(",", ":")) + ".children",
+        "outputs": {"id": slot, "property": "children"},
+        "inputs": [{"id": want, "property": "data", "value": spec}],
+        "state": [],
+        "changedPropIds": [json.dumps(want, separators=(",", ":")) + ".data"],
+    }
+
+
+def figure_of(response: dict[str, Any], name: str) -> dict[str, Any]:
+    """The figure in the response to figure_request (the Graph its slot is filled with)."""
+    slot = json.dumps({"name": name, "type": SLOT}, separators=(",", ":"))
+    return response["response"][slot]["children"]["props"]["figure"]
 
 
 def grid(cards: list, cols: dict[str, int] | None = None) -> dbc.Row:

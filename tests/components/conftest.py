@@ -133,7 +133,6 @@ def dash_app(small_data, tmp_path):
 # --- Driving the app through Dash's callback endpoint -------------------------------------------------
 
 ROUTER_OUTPUT = ".._pages_content.children..._pages_store.data.."
-GRAPH_OUTPUT = '{"name":["MATCH"],"type":"graph"}.figure'
 
 
 def post_callback(client, output: str, outputs, inputs: list[dict], state: list[dict] | None = None) -> dict:
@@ -187,12 +186,12 @@ def render_graph(client, spec: dict) -> dict:
     """The figure the MATCH render callback returns for a figure card spec (one laid out with its figure asked
     again, as a page drawn before it was cached would)."""
     from components.charts.registry import DRAWN
+    from components.shell import controls
 
     spec = {k: v for k, v in spec.items() if k != DRAWN}
-    gid = {"name": spec["name"], "type": "graph"}
-    inputs = [{"id": {"name": spec["name"], "type": "graph-spec"}, "property": "data", "value": spec}]
-    out = post_callback(client, GRAPH_OUTPUT, {"id": gid, "property": "figure"}, inputs)
-    return out["response"][json.dumps(gid, separators=(",", ":"))]["figure"]
+    request = controls.figure_request(spec)
+    out = post_callback(client, request["output"], request["outputs"], request["inputs"])
+    return controls.figure_of(out, spec["name"])
 
 
 class DashClient:
@@ -247,10 +246,16 @@ def browser(chromium_path):
         b.close()
 
 
+DRAW_ALL_JS = "window.HELIOS_DRAW_ALL = true;"
+
+
 @pytest.fixture
 def page(browser):
-    """A fresh 1440x900 tab that records console errors in page.errors."""
+    """A fresh 1440x900 tab that records console errors in page.errors; every figure card asks for its figure at
+    once (window.HELIOS_DRAW_ALL), as if scrolled through, so that tests can read figures below the first screen
+    (test_lazy_cards_draw_when_scrolled_into_view tests the scrolling itself)."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
+    context.add_init_script(DRAW_ALL_JS)
     tab = context.new_page()
     tab.errors = []
     tab.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)

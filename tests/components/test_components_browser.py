@@ -43,6 +43,30 @@ def trace_names(tab, title: str) -> list[str]:
     return plot.evaluate("el => el.data.map(t => t.name)")
 
 
+def _slot(tab, name: str):
+    return tab.locator(f"div.figure-slot[id*='\"name\":\"{name}\"']")
+
+
+def test_lazy_cards_draw_when_scrolled_into_view(browser, server_url):
+    """The first screen's figures draw at once; a card below it asks for its figure only once scrolled to."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    tab = context.new_page()
+    posted: list[str] = []
+    tab.on("request", lambda r: posted.append(r.post_data or "") if "_dash-update-component" in r.url else None)
+    try:
+        open_page(tab, server_url + "/cluster")
+        _slot(tab, "utilization").locator(".main-svg").first.wait_for()
+        below = _slot(tab, "vc_util")
+        assert below.locator(".main-svg").count() == 0
+        assert not any('"vc_util"' in body for body in posted)
+        below.scroll_into_view_if_needed()
+        below.locator(".main-svg").first.wait_for()
+        assert any('"vc_util"' in body and "graph-want" in body for body in posted)
+        assert "Utilisation per virtual cluster" in below.locator("text.gtitle").text_content()
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize("path", PAGES)
 def test_every_page_opens_without_console_errors(page, server_url, path):
     open_page(page, server_url + path)

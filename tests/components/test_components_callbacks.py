@@ -188,7 +188,7 @@ def test_a_figure_csv_holds_the_figure_data(dash_app):
 def test_a_bad_filter_is_shown_on_the_figure(dash_app):
     spec = {"name": "duration_gpu", "state": {**empty_state("helios-synth"), "gpu_min": 8, "gpu_max": 2}}
     with dash_app.server.test_request_context():
-        fig = callbacks.render_figure(spec)
+        fig = callbacks.render_figure(spec).figure
     assert "gpu_min 8 > gpu_max 2" in fig.layout.annotations[0].text
 
 
@@ -371,13 +371,13 @@ def test_fig4_asks_for_may_without_june_the_first(monkeypatch):
 
 def test_a_page_is_laid_out_with_the_figures_already_drawn(ui):
     first = ui.page("/cluster", "?ds=helios-synth")
-    spec = next(s for s in ui.specs(first) if s["name"] == "diurnal_util")
+    spec = next(s for s in ui.specs(first) if s["name"] == "running_queued")
     assert charts.DRAWN not in spec
     drawn = ui.figure(spec)
     again = ui.page("/cluster", "?ds=helios-synth")
-    cached = next(s for s in ui.specs(again) if s["name"] == "diurnal_util")
+    cached = next(s for s in ui.specs(again) if s["name"] == "running_queued")
     assert cached[charts.DRAWN] is True
-    graph = find(again, {"type": controls.GRAPH, "name": "diurnal_util"})
+    graph = find(again, {"type": controls.GRAPH, "name": "running_queued"})
     assert [t["name"] for t in graph["figure"]["data"]] == [t["name"] for t in drawn["data"]]
     assert callbacks.render_figure(cached) is no_update  # the card's callback leaves it
 

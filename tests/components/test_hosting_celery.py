@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from components.shell import controls
 from components.whatif.state import default_form, form_to_config
 from sim.scenario import config_to_dict
 from tests import system
@@ -161,25 +162,13 @@ def _first_spec(node) -> dict:
     return next((f for f in (_first_spec(v) for v in node["props"].values()) if f), {})
 
 
-def _figure_payload(spec: dict) -> dict:
-    gid = {"name": spec["name"], "type": "graph"}
-    sid = {"name": spec["name"], "type": "graph-spec"}
-    return {
-        "output": '{"name":["MATCH"],"type":"graph"}.figure',
-        "outputs": {"id": gid, "property": "figure"},
-        "inputs": [{"id": sid, "property": "data", "value": spec}],
-        "state": [],
-        "changedPropIds": [json.dumps(sid, separators=(",", ":")) + ".data"],
-    }
-
-
 def test_two_hosts_share_the_redis_query_cache(cluster):
     import redis
 
     layout = _callback(cluster["a"], _router("/cluster", "?ds=helios-synth"))["response"]["_pages_content"]
     spec = _first_spec(layout["children"])
     assert spec, "no figure card on the page"
-    payload = _figure_payload(spec)
+    payload = controls.figure_request(spec)
     from_a = _callback(cluster["a"], payload)
     client = redis.Redis.from_url(cluster["redis_url"])
     keys = client.keys("helios:*")

@@ -13,6 +13,7 @@ import pytest
 
 from analytics import queries, store
 from analytics.filters import empty_state
+from components.shell import controls
 from tests.components.test_hosting_celery import Processes, _free_port, _http, _wait_up
 
 CHARTS = ("vc_util", "monthly", "duration_gpu", "conc_gpu")
@@ -20,22 +21,10 @@ CHARTS = ("vc_util", "monthly", "duration_gpu", "conc_gpu")
 
 def _figure(url: str, name: str, state: dict) -> dict:
     """A chart's figure as the page's graph callback returns it."""
-    spec = {"name": name, "state": state}
-    body = {
-        "output": '{"name":["MATCH"],"type":"graph"}.figure',
-        "outputs": {"id": {"name": name, "type": "graph"}, "property": "figure"},
-        "inputs": [{"id": {"name": name, "type": "graph-spec"}, "property": "data", "value": spec}],
-        "state": [],
-        "changedPropIds": [json.dumps({"name": name, "type": "graph-spec"}, separators=(",", ":")) + ".data"],
-    }
+    body = controls.figure_request({"name": name, "state": state})
     status, raw = _http(url + "/_dash-update-component", body, timeout_s=120)
     assert status == 200, raw[:300]
-    return json.loads(raw)["response"]
-
-
-def _traces(response: dict) -> list[dict]:
-    (figure,) = (value["figure"] for value in response.values())
-    return figure["data"]
+    return controls.figure_of(json.loads(raw), name)
 
 
 @pytest.mark.slow
@@ -68,7 +57,7 @@ def test_two_hosts_on_one_folder_derive_once_and_serve_the_same_numbers(tmp_path
             (a_whole, b_whole), (a_earth, b_earth) = ([_figure(url, chart, s) for url in urls] for s in (whole, earth))
             assert a_whole == b_whole and a_earth == b_earth, chart
             assert a_whole != a_earth, chart  # the filter was applied (computed, not a rollup)
-            assert any(trace.get("x") or trace.get("y") for trace in _traces(a_whole)), chart
+            assert any(trace.get("x") or trace.get("y") for trace in a_whole["data"]), chart
     finally:
         procs.stop_all()
     assert queries.is_derived(ds)

@@ -1,0 +1,83 @@
+/* Figure cards below the first screen ask for their figure when they come near the view (figure_card in
+   components/shell/controls.py: the card carries its "shown" store's id and a token new with every layout), and
+   plotly.js loads while the browser is idle after the first page, so that the first chart page does not wait for
+   it. window.HELIOS_DRAW_ALL = true (set before the app loads) asks for every figure at once. */
+(function () {
+  var ATTR = "data-lazy-figure";
+  var TOKEN = "data-lazy-token";
+  var asked = new WeakMap(); // card element -> the layout token its figure was asked for
+  var watched = new WeakMap(); // card element -> the layout token it is observed for
+
+  function ask(el) {
+    var token = el.getAttribute(TOKEN);
+    var api = window.dash_clientside;
+    if (asked.get(el) === token || !api || !api.set_props) {
+      return;
+    }
+    asked.set(el, token);
+    api.set_props(JSON.parse(el.getAttribute(ATTR)), { data: true });
+  }
+
+  var view = new IntersectionObserver(
+    function (entries) {
+      entries.forEach(function (entry) {
+        if (entry.isIntersecting) {
+          view.unobserve(entry.target);
+          ask(entry.target);
+        }
+      });
+    },
+    { rootMargin: "0px" }
+  );
+
+  function scan() {
+    document.querySelectorAll("[" + ATTR + "]").forEach(function (el) {
+      var token = el.getAttribute(TOKEN);
+      if (window.HELIOS_DRAW_ALL) {
+        ask(el);
+      } else if (watched.get(el) !== token) {
+        watched.set(el, token);
+        view.unobserve(el);
+        view.observe(el); // observing delivers the card's visibility now, then on every scroll into view
+      }
+    });
+  }
+
+  function preloadPlotly() {
+    var url = window._dashPlotlyJSURL;
+    if (window.Plotly || !url) {
+      return;
+    }
+    var script = document.createElement("script");
+    script.src = url;
+    script.async = true;
+    // dcc.Graph waits on window.Plotly when it is set (Promise.resolve of it), instead of loading plotly.js again;
+    // plotly.js replaces it with itself when it has run.
+    window.Plotly = new Promise(function (resolve, reject) {
+      script.onload = resolve;
+      script.onerror = function (err) {
+        window.Plotly = undefined;
+        reject(err);
+      };
+    });
+    document.body.appendChild(script);
+  }
+
+  function start() {
+    new MutationObserver(scan).observe(document.body, {
+      childList: true,
+      subtree: true,
+      attributes: true,
+      attributeFilter: [TOKEN],
+    });
+    scan();
+    var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 1000); };
+    setTimeout(function () { idle(preloadPlotly, { timeout: 3000 }); }, 1000);
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();
