@@ -248,6 +248,19 @@ def settle_first_page(tab) -> None:
     tab.wait_for_function("window.Plotly && typeof window.Plotly.newPlot === 'function'", timeout=60_000)
 
 
+def scroll_through_s(tab) -> float:
+    """Seconds to scroll a drawn page down card by card, each drawn before the next (a reader going through it)."""
+    t0 = time.perf_counter()
+    slots = tab.locator(".figure-slot")
+    for i in range(slots.count()):
+        slot = slots.nth(i)
+        slot.scroll_into_view_if_needed()
+        slot.locator(".main-svg").first.wait_for(timeout=180_000)
+    tab.wait_for_function(ALL_DRAWN_JS + " && " + NOT_LOADING_JS, timeout=180_000, polling=50)
+    tab.evaluate("window.scrollTo(0, 0)")
+    return time.perf_counter() - t0
+
+
 def _load_s(tab, url: str, path: str) -> float:
     """Seconds to draw a page after a full page load (JS bundles from the browser cache)."""
     t0 = time.perf_counter()
