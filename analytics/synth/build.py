@@ -18,7 +18,7 @@ import polars as pl
 
 from analytics import schema, store
 from analytics.progress import Progress
-from analytics.reference import CLUSTERS, period_days, reference, summary_rows
+from analytics.reference import CLUSTERS, FIG4, period_days, reference, summary_rows
 from analytics.synth.assign import Targets, assign_vcs
 from analytics.synth.dist import (
     assign_blocks,
@@ -44,6 +44,7 @@ from analytics.synth.layout import (
 from analytics.synth.level import follow_envelope, level_heavy_jobs
 from analytics.synth.profiles import envelope, monthly_shifts, vc_profiles
 from analytics.synth.states import StateInputs, StateTargets, calibrate, sample_groups
+from analytics.synth.waits import fit_window_shares
 
 PERIOD_START = datetime(2020, 4, 1)
 PERIOD_END = datetime(2020, 9, 28, 23, 59, 59)
@@ -502,6 +503,8 @@ def _spread_over_users(rng: np.random.Generator, c: _Cluster, queue: np.ndarray,
     waiting_jobs = np.bincount(user, weights=(queue > 0).astype(float), minlength=k)
     shares = np.sort(shares_from_curve(reference()["user_gpu_queue_time_cdf"][c.name], k))[::-1] * total_s
     target = _shares_by_vc(rng, c, waiting_jobs, shares)
+    if c.name == FIG4.cluster:
+        target = _fit_fig4_window(c, queue, target)
     by_user = np.argsort(user, kind="stable")
     edges = np.searchsorted(user[by_user], np.arange(k + 1))
     out = np.zeros(len(queue))
@@ -509,6 +512,22 @@ def _spread_over_users(rng: np.random.Generator, c: _Cluster, queue: np.ndarray,
         jobs = by_user[edges[u] : edges[u + 1]]
         out[jobs] = _scale_capped(queue[jobs], target[u], QUEUE_CAP_S)
     return out
+
+
+def _fit_fig4_window(c: _Cluster, queue: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The users' queueing-time totals with shares swapped so Fig 4's VCs get their normalised mean queue in the
+    figure's window (analytics.synth.waits)."""
+    boxes = reference()["earth_may_vc_utilization"]
+    named = {c.cap.vcs.index(v): float(b["norm_avg_queue_pct"]) for v, b in boxes.items() if v in c.cap.vcs}
+    start = _epoch_s(FIG4.start) - _epoch_s(PERIOD_START)
+    end = _epoch_s(FIG4.end) - _epoch_s(PERIOD_START)
+    excluded = tuple(
+        _epoch_s(datetime.combine(d, datetime.min.time())) - _epoch_s(PERIOD_START) for d in FIG4.excluded_days
+    )
+    gpu = slice(0, c.n_gpu)
+    return fit_window_shares(
+        target, c.user[gpu], queue, c.vc, c.submit_s[gpu].astype(float), (start, end, excluded), named, QUEUE_CAP_S
+    )
 
 
 def _shares_by_vc(rng: np.random.Generator, c: _Cluster, waiting_jobs: np.ndarray, shares: np.ndarray) -> np.ndarray:

@@ -38,10 +38,6 @@ KNOWN_MISSES = {
     ("Fig 4", "Earth", "vcMod: median utilisation %"),
     ("Fig 4", "Earth", "vcTJs: median utilisation %"),
     ("Fig 4", "Earth", "vc8Sj: median utilisation %"),
-    *(
-        ("Fig 4", "Earth", f"{vc}: mean GPU-job queueing delay, min-max normalised %")
-        for vc in ("vcMod", "vcLJZ", "vcpDC")
-    ),
     ("Fig 4", "Venus", SPREAD_RANGE),
     *(("Fig 4", c, s) for c in ("Saturn", "Uranus") for s in (SPREAD_IQR, SPREAD_RANGE)),
 }

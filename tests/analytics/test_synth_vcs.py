@@ -12,6 +12,7 @@ from analytics.reference import reference
 from analytics.synth.assign import Targets, assign_vcs, fitting_vcs
 from analytics.synth.level import DAY_S, follow_envelope
 from analytics.synth.profiles import HEADROOM_PCT, envelope, monthly_shifts, published_profiles, vc_profiles
+from analytics.synth.waits import fit_window_shares
 
 PUBLISHED = reference()["earth_may_vc_utilization"]
 
@@ -101,3 +102,20 @@ def test_follow_envelope_keeps_time_of_day_and_month_and_avoids_days_without_wei
     moved = out != submit
     assert ((out[moved] + duration[moved]) // DAY_S < months[month_of[moved]]).all()  # still ends in its month
     assert not ((vc == 0) & moved & (out // DAY_S < 15)).any()
+
+
+def test_swapping_users_shares_gives_the_vcs_their_normalised_mean_queue():
+    # three VCs, one user each in the window plus an idle-in-window user; the biggest share starts in the wrong VC
+    user = np.repeat(np.arange(4), 10)
+    vc = np.repeat([0, 1, 2, 3], 10)
+    raw = np.ones(40)
+    submit = np.where(user < 3, 100.0, 10_000.0)  # user 3's jobs are outside the window
+    target = np.array([50.0, 10.0, 0.0, 5.0])
+    got = fit_window_shares(target, user, raw, vc, submit, (0, 1000, ()), {0: 0.0, 1: 10.0, 2: 100.0}, 1e9)
+    assert sorted(got.tolist()) == sorted(target.tolist())  # the shares are kept, only their holders change
+    mean = np.array([got[u] / 10 for u in range(3)])
+    norm = 100 * (mean - mean.min()) / (mean.max() - mean.min())
+    assert norm == pytest.approx([0.0, 10.0, 100.0])
+    # a swap that would push one job past the cap is not made: the share of 50 (5 per job) stays with user 0
+    capped = fit_window_shares(target, user, raw, vc, submit, (0, 1000, ()), {0: 0.0, 1: 10.0, 2: 100.0}, 4.0)
+    assert capped[0] == 50.0 and sorted(capped.tolist()) == sorted(target.tolist())
