@@ -18,7 +18,7 @@ import polars as pl
 
 from analytics import schema, store
 from analytics.progress import Progress
-from analytics.reference import CLUSTERS, period_days, reference, summary_rows
+from analytics.reference import CLUSTERS, FIG4, period_days, reference, summary_rows
 from analytics.synth.assign import Targets, assign_vcs
 from analytics.synth.dist import (
     assign_blocks,
@@ -42,8 +42,16 @@ from analytics.synth.layout import (
     submit_offsets_s,
 )
 from analytics.synth.level import follow_envelope, level_heavy_jobs
-from analytics.synth.profiles import envelope, monthly_shifts, vc_profiles
+from analytics.synth.profiles import (
+    envelope,
+    largest_vcs,
+    monthly_shifts,
+    published_profiles,
+    top_levels,
+    vc_profiles,
+)
 from analytics.synth.states import StateInputs, StateTargets, calibrate, sample_groups
+from analytics.synth.waits import fit_window_shares
 
 PERIOD_START = datetime(2020, 4, 1)
 PERIOD_END = datetime(2020, 9, 28, 23, 59, 59)
@@ -58,6 +66,11 @@ TAIL_SHARE = 0.01  # the longest CPU jobs, scaled to the published mean duration
 CPU_ONLY_USERS = 0.08  # share of users without GPU jobs (the bottom of the GPU-time ranking)
 MIN_SCALE, MAX_SCALE = 1e-4, 10.0  # 336 jobs .. 33.6 M jobs
 GENERATE_STAGES = 4  # progress stages of generate()
+# Clusters whose 10 largest VCs take Fig 4's ten shapes once each (analytics.synth.profiles.top_levels). Venus would
+# pass its range so too, but it is drawn first from the stream the clusters share: its different number of draws
+# reshuffles Earth's jobs, and on seed 0 five of Earth's Fig 4 checks then fail (left until each cluster has a stream).
+SPREAD_CLUSTERS = ("Saturn", "Uranus")
+STATES_STREAM = 3  # the final states draw from np.random.default_rng([seed, STATES_STREAM])
 BUILD_STAGES = GENERATE_STAGES + 1  # ... plus writing
 FULL_PASSES = 3  # calibration passes on all jobs after the sample
 ATTRIBUTION = (
@@ -121,7 +134,8 @@ def generate(params: SynthParams, progress: Progress | None = None) -> tuple[pl.
             _gpu_jobs(rng, c, params.scale)
             _cpu_jobs(rng, c, params.scale)
     with prog.stage("final states"):
-        states = _states(rng, clusters)
+        # their own stream: how many draws the per-cluster stages take does not reshuffle the states of every cluster
+        states = _states(np.random.default_rng([params.seed, STATES_STREAM]), clusters)
     with prog.stage("queueing, VCs and tables"):
         jobs = schema.conform_jobs(pl.concat([_table(rng, c, s) for c, s in zip(clusters, states, strict=True)]))
         vc_gpus = pl.concat([c.cap.table for c in clusters])
@@ -202,12 +216,15 @@ def _place_in_vcs(
     """Each GPU job's VC (analytics.synth.assign), its submit second moved within its month so each VC's load
     follows its envelope (analytics.synth.profiles, analytics.synth.level), and each VC's normalised mean queue."""
     days = period_days()
-    profiles, named = vc_profiles(rng, cluster, cap.vcs)
+    top = largest_vcs(cap.gpus_by_day, days) if cluster in SPREAD_CLUSTERS else np.full(len(cap.vcs), -1)
+    level = np.asarray(reference()["monthly"][cluster]["gpu_utilization_pct"], dtype=float)
+    busy_first = level[MONTHS.index(FIG4.start.month)] > np.mean([p.mean_pct() for p in published_profiles().values()])
+    profiles, named = vc_profiles(rng, cluster, cap.vcs, top, bool(busy_first))
     month_of_day = np.array([d.month for d in days])
     gpu_days = np.stack([cap.gpus_by_day[:, month_of_day == m].sum(axis=1) for m in MONTHS], axis=1).astype(float)
-    level = np.asarray(reference()["monthly"][cluster]["gpu_utilization_pct"], dtype=float)
-    shifts = monthly_shifts(cluster, profiles, named, gpu_days, level, MONTHS)
-    busy = envelope(rng, profiles, named, shifts, cap.gpus_by_day, days, MONTHS)
+    fixed = top_levels(profiles, top, gpu_days, level)
+    shifts = monthly_shifts(cluster, profiles, named, gpu_days, level, MONTHS, fixed)
+    busy = envelope(rng, profiles, named, shifts, cap.gpus_by_day, days, MONTHS, fixed)
     by_month = np.stack([busy[:, month_of_day == m].sum(axis=1) for m in MONTHS], axis=1)
     targets = Targets(
         gpu_time_share=by_month / np.maximum(by_month.sum(axis=0, keepdims=True), 1e-9),
@@ -502,6 +519,8 @@ def _spread_over_users(rng: np.random.Generator, c: _Cluster, queue: np.ndarray,
     waiting_jobs = np.bincount(user, weights=(queue > 0).astype(float), minlength=k)
     shares = np.sort(shares_from_curve(reference()["user_gpu_queue_time_cdf"][c.name], k))[::-1] * total_s
     target = _shares_by_vc(rng, c, waiting_jobs, shares)
+    if c.name == FIG4.cluster:
+        target = _fit_fig4_window(c, queue, target)
     by_user = np.argsort(user, kind="stable")
     edges = np.searchsorted(user[by_user], np.arange(k + 1))
     out = np.zeros(len(queue))
@@ -509,6 +528,22 @@ def _spread_over_users(rng: np.random.Generator, c: _Cluster, queue: np.ndarray,
         jobs = by_user[edges[u] : edges[u + 1]]
         out[jobs] = _scale_capped(queue[jobs], target[u], QUEUE_CAP_S)
     return out
+
+
+def _fit_fig4_window(c: _Cluster, queue: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The users' queueing-time totals with shares swapped so Fig 4's VCs get their normalised mean queue in the
+    figure's window (analytics.synth.waits)."""
+    boxes = reference()["earth_may_vc_utilization"]
+    named = {c.cap.vcs.index(v): float(b["norm_avg_queue_pct"]) for v, b in boxes.items() if v in c.cap.vcs}
+    start = _epoch_s(FIG4.start) - _epoch_s(PERIOD_START)
+    end = _epoch_s(FIG4.end) - _epoch_s(PERIOD_START)
+    excluded = tuple(
+        _epoch_s(datetime.combine(d, datetime.min.time())) - _epoch_s(PERIOD_START) for d in FIG4.excluded_days
+    )
+    gpu = slice(0, c.n_gpu)
+    return fit_window_shares(
+        target, c.user[gpu], queue, c.vc, c.submit_s[gpu].astype(float), (start, end, excluded), named, QUEUE_CAP_S
+    )
 
 
 def _shares_by_vc(rng: np.random.Generator, c: _Cluster, waiting_jobs: np.ndarray, shares: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from analytics.reference import FIG4, reference
 _PROBS = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
 _GRID = (np.arange(2000) + 0.5) / 2000  # probabilities the means are taken over
 MAX_SHIFT = 8.0  # log-odds a month may move the shapes by
+REST_MAX_PCT = 95.0  # the smaller VCs of a cluster are at most this busy in a month, its largest keep Fig 4's spread
 HEADROOM_PCT = 3.0  # a saturated day asks for this much less than the VC's GPUs: jobs that overflow would queue
 
 
@@ -72,17 +73,92 @@ def published_profiles() -> dict[str, Profile]:
     return {name: _profile(name, box) for name, box in reference()["earth_may_vc_utilization"].items()}
 
 
-def vc_profiles(rng: np.random.Generator, cluster: str, vcs: list[str]) -> tuple[list[Profile], np.ndarray]:
+def vc_profiles(
+    rng: np.random.Generator, cluster: str, vcs: list[str], top: np.ndarray | None = None, busy_first: bool = False
+) -> tuple[list[Profile], np.ndarray]:
     """Each VC's shape and whether it is one of the figure's (named): Earth's published VCs their own; the others,
-    in a random order, the published ones in turn (evenly spread over them), so size and load are independent."""
+    in a random order, the published ones in turn (evenly spread over them), so size and load are independent. On
+    the other clusters the largest VCs (top >= 0, see largest_vcs) take the ten shapes once each, in that random
+    order or, with busy_first, the busiest shapes on the largest VCs; the rest the ten in turn."""
     shapes = published_profiles()
     ordered = list(shapes.values())
     named = np.array([cluster == FIG4.cluster and v in shapes for v in vcs])
     others = rng.permutation(np.flatnonzero(~named)).tolist()
     out = {i: shapes[v] for i, v in enumerate(vcs) if named[i]}
+    if top is not None and cluster != FIG4.cluster and (top >= 0).sum() >= len(ordered):
+        # one shape each, largest VC first (ties in the random order); VCs tied for the last places share the shapes
+        # left, so whichever the figure takes has one
+        last = max(top)
+        if busy_first:  # the busiest shapes on the largest VCs: the cluster's level needs the least move
+            tops = sorted([i for i in others if top[i] >= 0], key=lambda i: top[i])
+            ranked = sorted(ordered, key=lambda p: -p.mean_pct())
+        else:  # in the random order, the VCs tied for the last place last
+            tops = sorted([i for i in others if top[i] >= 0], key=lambda i: top[i] == last)
+            ranked = ordered
+        n_in = sum(top[i] < last for i in tops)  # the VCs surely among the largest; the tied ones share the rest
+        for rank, i in enumerate(tops):
+            out[i] = ranked[rank if rank < n_in else n_in + (rank - n_in) % max(len(ranked) - n_in, 1)]
+        others = [i for i in others if top[i] < 0]
     for rank, i in enumerate(others):
         out[i] = ordered[round(rank * (len(ordered) - 1) / max(len(others) - 1, 1))]
     return [out[i] for i in range(len(vcs))], named
+
+
+def largest_vcs(gpus_by_day: np.ndarray, days: list[date]) -> np.ndarray:
+    """Per VC, its rank by mean GPUs over the figure's window (its days left out; 0 = the largest, VCs of the same
+    size the same rank) if it is one of the FIG4.top_vcs largest, the VCs the figure's spread is held to on every
+    cluster, or ties for the last of those places (the figure takes the one with more jobs, unknown here), else -1."""
+    window = np.array(
+        [FIG4.start.date() <= d < FIG4.end.date() and d not in FIG4.excluded_days for d in days], dtype=bool
+    )
+    size = gpus_by_day[:, window].mean(axis=1) if window.any() else gpus_by_day.mean(axis=1)
+    ranked = np.sort(size)[::-1]
+    rank = np.searchsorted(-ranked, -size - 1e-9)  # VCs of the same size share the rank of the first of them
+    last = ranked[min(FIG4.top_vcs, len(size)) - 1]
+    return np.where(size >= last - 1e-9, rank, -1)
+
+
+def top_levels(profiles: list[Profile], top: np.ndarray, gpu_days: np.ndarray, level_pct: np.ndarray) -> np.ndarray:
+    """Mean utilisation (%) per VC and month (VCs x months; NaN off top) of a cluster's largest VCs (top >= 0): their
+    shapes' published means moved by as few points as lets the other VCs make up Fig 3's level (at most REST_MAX_PCT
+    busy, at least as their shapes can be), so their spread is the figure's (Fig 4) while the cluster keeps its level;
+    when the others' shapes cannot get as busy as that (their idle time stays idle), they all get that level too."""
+    top = np.asarray(top) >= 0
+    out = np.full(gpu_days.shape, np.nan)
+    if not top.any() or top.all():
+        return out
+    means = np.array([p.mean_pct() for p, t in zip(profiles, top, strict=True) if t])
+    rest = [p for p, t in zip(profiles, top, strict=True) if not t]
+    for m in range(gpu_days.shape[1]):
+        w_top, w_rest = gpu_days[top, m], gpu_days[~top, m]
+        if w_top.sum() <= 0 or w_rest.sum() <= 0:
+            continue
+        rest_min, reach = (
+            sum(w * p.mean_pct(shift) for p, w in zip(rest, w_rest, strict=True)) / w_rest.sum()
+            for shift in (-MAX_SHIFT, MAX_SHIFT)
+        )
+        rest_max = REST_MAX_PCT
+        total = level_pct[m] * gpu_days[:, m].sum()
+        need = _rest_need(means, 0.0, w_top, w_rest, total)
+        delta, lo, hi = 0.0, -100.0, 100.0  # the rest's need falls as delta grows: the smallest |delta| that fits
+        if not rest_min <= need <= rest_max:
+            want = rest_max if need > rest_max else rest_min
+            for _ in range(50):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if _rest_need(means, mid, w_top, w_rest, total) > want else (lo, mid)
+            delta = (lo + hi) / 2
+        out[top, m] = np.clip(means + delta, 0.0, 100 - HEADROOM_PCT)
+        need = _rest_need(means, delta, w_top, w_rest, total)
+        if need > reach:  # beyond what shifting their shapes reaches (idle time stays idle): all as busy as that
+            out[~top, m] = need
+    return out
+
+
+def _rest_need(means: np.ndarray, delta: float, w_top: np.ndarray, w_rest: np.ndarray, total: float) -> float:
+    """Mean utilisation (%) the smaller VCs need for the cluster's busy GPU-days total when the largest VCs' means
+    move by delta points."""
+    top_busy = (np.clip(means + delta, 0.0, 100 - HEADROOM_PCT) * w_top).sum()
+    return float((total - top_busy) / w_rest.sum())
 
 
 def _shift(profiles: list[Profile], weights: np.ndarray, target: float) -> float:
@@ -105,13 +181,22 @@ def monthly_shifts(
     gpu_days: np.ndarray,
     level_pct: np.ndarray,
     months: tuple[int, ...],
+    held_pct: np.ndarray | None = None,
 ) -> np.ndarray:
     """Log-odds shift per VC and month (VCs x months) bringing the cluster to level_pct (Fig 3's utilisation) in each
-    month, gpu_days = VCs x months; Earth's named VCs keep their published shapes (shift 0) in the figure's month."""
+    month, gpu_days = VCs x months; Earth's named VCs keep their published shapes (shift 0) in the figure's month,
+    and VCs with a level in held_pct (VCs x months, NaN = free; see top_levels) keep it, the others making up the
+    rest."""
     out = np.zeros(gpu_days.shape)
     for m, month in enumerate(months):
         target = level_pct[m] * gpu_days[:, m].sum()
-        if cluster == FIG4.cluster and month == FIG4.start.month and named.any():
+        held = np.isfinite(held_pct[:, m]) if held_pct is not None else np.zeros(len(profiles), dtype=bool)
+        if held.any() and not held.all():
+            free = [p for p, h in zip(profiles, held, strict=True) if not h]
+            busy = (held_pct[held, m] * gpu_days[held, m]).sum()
+            rest = max(target - busy, 0.0) / max(gpu_days[~held, m].sum(), 1e-9)
+            out[~held, m] = _shift(free, gpu_days[~held, m], rest)
+        elif cluster == FIG4.cluster and month == FIG4.start.month and named.any():
             fixed = sum(p.mean_pct() * w for p, w, n in zip(profiles, gpu_days[:, m], named, strict=True) if n)
             free = [p for p, n in zip(profiles, named, strict=True) if not n]
             rest = max(target - fixed, 0.0) / max(gpu_days[~named, m].sum(), 1e-9)
@@ -129,6 +214,7 @@ def envelope(
     gpus_by_day: np.ndarray,
     days: list[date],
     months: tuple[int, ...],
+    fixed: np.ndarray | None = None,
 ) -> np.ndarray:
     """Busy GPUs each VC should have on each day (VCs x days), times the day's GPUs: for the figure's named VCs, per
     month the shape at evenly spread probabilities in a random order, moved by the month's shift (their boxes are
@@ -142,6 +228,8 @@ def envelope(
             if named[v]:
                 p = (rng.permutation(len(idx)) + rng.random(len(idx))) / len(idx)
                 level = profile.quantiles(p, shifts[v, m])
+            elif fixed is not None and np.isfinite(fixed[v, m]):
+                level = np.full(len(idx), fixed[v, m])
             else:
                 level = np.full(len(idx), profile.mean_pct(shifts[v, m]))
             out[v, idx] = level / 100 * gpus_by_day[v, idx]

@@ -11,7 +11,16 @@ import pytest
 from analytics.reference import reference
 from analytics.synth.assign import Targets, assign_vcs, fitting_vcs
 from analytics.synth.level import DAY_S, follow_envelope
-from analytics.synth.profiles import HEADROOM_PCT, envelope, monthly_shifts, published_profiles, vc_profiles
+from analytics.synth.profiles import (
+    HEADROOM_PCT,
+    envelope,
+    largest_vcs,
+    monthly_shifts,
+    published_profiles,
+    top_levels,
+    vc_profiles,
+)
+from analytics.synth.waits import fit_window_shares
 
 PUBLISHED = reference()["earth_may_vc_utilization"]
 
@@ -101,3 +110,49 @@ def test_follow_envelope_keeps_time_of_day_and_month_and_avoids_days_without_wei
     moved = out != submit
     assert ((out[moved] + duration[moved]) // DAY_S < months[month_of[moved]]).all()  # still ends in its month
     assert not ((vc == 0) & moved & (out // DAY_S < 15)).any()
+
+
+def test_swapping_users_shares_gives_the_vcs_their_normalised_mean_queue():
+    # three VCs, one user each in the window plus an idle-in-window user; the biggest share starts in the wrong VC
+    user = np.repeat(np.arange(4), 10)
+    vc = np.repeat([0, 1, 2, 3], 10)
+    raw = np.ones(40)
+    submit = np.where(user < 3, 100.0, 10_000.0)  # user 3's jobs are outside the window
+    target = np.array([50.0, 10.0, 0.0, 5.0])
+    got = fit_window_shares(target, user, raw, vc, submit, (0, 1000, ()), {0: 0.0, 1: 10.0, 2: 100.0}, 1e9)
+    assert sorted(got.tolist()) == sorted(target.tolist())  # the shares are kept, only their holders change
+    mean = np.array([got[u] / 10 for u in range(3)])
+    norm = 100 * (mean - mean.min()) / (mean.max() - mean.min())
+    assert norm == pytest.approx([0.0, 10.0, 100.0])
+    # a swap that would push one job past the cap is not made: the share of 50 (5 per job) stays with user 0
+    capped = fit_window_shares(target, user, raw, vc, submit, (0, 1000, ()), {0: 0.0, 1: 10.0, 2: 100.0}, 4.0)
+    assert capped[0] == 50.0 and sorted(capped.tolist()) == sorted(target.tolist())
+
+
+def test_a_clusters_largest_vcs_take_the_ten_shapes_once_each_with_their_spread():
+    days = [date(2020, 5, 1) + timedelta(days=d) for d in range(31)]
+    gpus = np.array([400, 300, 200, 100, 90, 80, 70, 60, 50, 48, 48, 16, 8], dtype=float)
+    top = largest_vcs(np.repeat(gpus[:, None], 31, axis=1), days)
+    assert top.tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, -1, -1]  # two VCs tie for the tenth place
+    vcs = [f"vc{i}" for i in range(len(gpus))]
+    profiles, _ = vc_profiles(np.random.default_rng(0), "Saturn", vcs, top, busy_first=True)
+    means = sorted((b["mean_pct"] for b in PUBLISHED.values()), reverse=True)
+    assert [p.mean_pct() for p in profiles[:9]] == pytest.approx(means[:9], abs=2.0)  # busiest on the largest
+    assert profiles[9] is profiles[10]  # the tied VCs share the last shape
+    gpu_days = (gpus * 31)[:, None]
+    levels = top_levels(profiles, top, gpu_days, np.array([75.0]))
+    held = top >= 0
+    moved = levels[held, 0] - np.array([p.mean_pct() for p in np.array(profiles)[held]])
+    assert np.ptp(moved) == pytest.approx(0.0, abs=1e-9)  # all moved by the same points: the spread is kept
+    shifts = monthly_shifts("Saturn", profiles, np.zeros(13, bool), gpu_days, np.array([75.0]), (5,), levels)
+    busy = envelope(
+        np.random.default_rng(1),
+        profiles,
+        np.zeros(13, bool),
+        shifts,
+        np.repeat(gpus[:, None], 31, 1),
+        days,
+        (5,),
+        levels,
+    )
+    assert busy.sum() / (gpus.sum() * 31) * 100 == pytest.approx(75.0, abs=0.5)  # the cluster keeps its level
