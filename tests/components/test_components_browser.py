@@ -44,7 +44,7 @@ def trace_names(tab, title: str) -> list[str]:
 
 
 def _slot(tab, name: str):
-    return tab.locator(f"div.figure-slot[id*='\"name\":\"{name}\"']")
+    return tab.locator(f'div.figure-slot[id*=\'"name":"{name}"\']')
 
 
 def test_lazy_cards_draw_when_scrolled_into_view(browser, server_url):
