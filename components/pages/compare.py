@@ -112,7 +112,7 @@ def cards(state: dict[str, Any], datasets: list[str], clusters: list[str] | None
     extra = {"datasets": list(datasets), "overlay": bool(overlay)} | (
         {} if clusters is None else {"clusters": clusters}
     )
-    made = [figure_card("cmp_" + name, state, extra=extra, lazy=i >= 4) for i, name in enumerate(FIGURES)]
+    made = [figure_card("cmp_" + name, state, extra=extra, lazy=i >= 2) for i, name in enumerate(FIGURES)]
     return [grid(made[i : i + 2]) for i in range(0, len(made), 2)]
 
 
