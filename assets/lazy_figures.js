@@ -1,4 +1,4 @@
-/* Figure cards below the first screen ask for their figure when they come near the view (figure_card in
+/* Figure cards below the first screen ask for their figure when they come into view (figure_card in
    components/shell/controls.py: the card carries its "shown" store's id and a token new with every layout), and
    plotly.js loads while the browser is idle after the first page, so that the first chart page does not wait for
    it. window.HELIOS_DRAW_ALL = true (set before the app loads) asks for every figure at once. */
@@ -18,17 +18,14 @@
     api.set_props(JSON.parse(el.getAttribute(ATTR)), { data: true });
   }
 
-  var view = new IntersectionObserver(
-    function (entries) {
-      entries.forEach(function (entry) {
-        if (entry.isIntersecting) {
-          view.unobserve(entry.target);
-          ask(entry.target);
-        }
-      });
-    },
-    { rootMargin: "0px" }
-  );
+  var view = new IntersectionObserver(function (entries) {
+    entries.forEach(function (entry) {
+      if (entry.isIntersecting) {
+        view.unobserve(entry.target);
+        ask(entry.target);
+      }
+    });
+  });
 
   function scan() {
     document.querySelectorAll("[" + ATTR + "]").forEach(function (el) {
@@ -67,7 +64,6 @@
     new MutationObserver(scan).observe(document.body, {
       childList: true,
       subtree: true,
-      attributes: true,
       attributeFilter: [TOKEN],
     });
     scan();
