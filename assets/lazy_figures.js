@@ -1,9 +1,9 @@
-/* Figure cards below the first screen ask for their figure when they come into view (figure_card in
-   components/shell/controls.py: the card carries its "shown" store's id and a token new with every layout), and
-   plotly.js loads while the browser is idle after the first page, so that the first chart page does not wait for
-   it. window.HELIOS_DRAW_ALL = true (set before the app loads) asks for every figure at once. */
+/* Figure cards and sections below the first screen ask for their content when they come into view (figure_card and
+   lazy_section in components/shell/controls.py: the element carries its "shown" store's id and a token new with
+   every layout), and plotly.js loads while the browser is idle after the first page, so that the first chart page
+   does not wait for it. window.HELIOS_DRAW_ALL = true (set before the app loads) asks for everything at once. */
 (function () {
-  var ATTR = "data-lazy-figure";
+  var ATTR = "data-lazy-shown";
   var TOKEN = "data-lazy-token";
   var asked = new WeakMap(); // card element -> the layout token its figure was asked for
   var watched = new WeakMap(); // card element -> the layout token it is observed for

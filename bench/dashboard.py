@@ -202,22 +202,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-# What "interactive" means per page: the figures on its first screen drawn (the cards below ask for theirs as they
-# scroll into view, assets/lazy_figures.js), its tables filled, no callback pending.
-ROWS_JS = "!!document.querySelector('.ag-row')"
+# What "interactive" means per page: everything on its first screen drawn: the figures in view (the cards below ask
+# for theirs as they scroll into view, assets/lazy_figures.js), the tables in view filled, nothing in view waiting on a
+# callback. What is below the first screen is timed by scroll_through_s.
+def in_view_js(selector: str) -> str:
+    """JS: the elements matching selector that are at least partly inside the window."""
+    return (
+        f"[...document.querySelectorAll({selector!r})]"
+        ".filter(e => { const r = e.getBoundingClientRect(); return r.top < innerHeight && r.bottom > 0; })"
+    )
+
+
 SLOTS_JS = "[...document.querySelectorAll('.figure-slot')]"
-IN_VIEW_JS = SLOTS_JS + (
-    ".filter(e => { const r = e.getBoundingClientRect(); return r.top < innerHeight && r.bottom > 0; })"
-)
+GRIDS_JS = "[...document.querySelectorAll('.ag-root-wrapper')]"
+ROWS_JS = in_view_js(".ag-root-wrapper") + ".every(g => g.querySelector('.ag-row'))"
+ALL_ROWS_JS = GRIDS_JS + ".every(g => g.querySelector('.ag-row'))"
 
 
 def plots_js(at_least: int) -> str:
     """At least that many figures drawn, and every figure card on the screen drawn."""
     drawn = f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {at_least}"
-    return f"{drawn} && {IN_VIEW_JS}.every(e => e.querySelector('.main-svg'))"
+    return f"{drawn} && {in_view_js('.figure-slot')}.every(e => e.querySelector('.main-svg'))"
 
 
-ALL_DRAWN_JS = SLOTS_JS + ".every(e => e.querySelector('.main-svg'))"
+ALL_DRAWN_JS = SLOTS_JS + ".every(e => e.querySelector('.main-svg')) && " + ALL_ROWS_JS
 READY_JS: dict[str, str] = {
     "/": "document.querySelectorAll('.cluster-card').length > 0 && !document.body.innerText.includes('…')",
     "/cluster": plots_js(2),
@@ -227,6 +235,7 @@ READY_JS: dict[str, str] = {
     "/data": "document.querySelectorAll('.card').length > 0",
 }
 NOT_LOADING_JS = "document.querySelectorAll('[data-dash-is-loading=true]').length === 0"
+NOT_LOADING_IN_VIEW_JS = in_view_js("[data-dash-is-loading=true]") + ".length === 0"
 TITLES: dict[str, str] = {
     "/": "Overview",
     "/cluster": "Cluster",
@@ -239,7 +248,7 @@ TITLES: dict[str, str] = {
 
 def _ready_js(path: str) -> str:
     title = f"(document.querySelector('#_pages_content h4') || {{}}).innerText === '{TITLES[path]}'"
-    return f"{title} && ({READY_JS[path]}) && {NOT_LOADING_JS}"
+    return f"{title} && ({READY_JS[path]}) && {NOT_LOADING_IN_VIEW_JS}"
 
 
 def settle_first_page(tab) -> None:
@@ -249,13 +258,15 @@ def settle_first_page(tab) -> None:
 
 
 def scroll_through_s(tab) -> float:
-    """Seconds to scroll a drawn page down card by card, each drawn before the next (a reader going through it)."""
+    """Seconds to scroll a drawn page down card by card, each drawn before the next, then to its tables until they are
+    filled (a reader going through it)."""
     t0 = time.perf_counter()
     slots = tab.locator(".figure-slot")
     for i in range(slots.count()):
         slot = slots.nth(i)
         slot.scroll_into_view_if_needed()
         slot.locator(".main-svg").first.wait_for(timeout=180_000)
+    tab.evaluate("window.scrollTo(0, document.body.scrollHeight)")  # the tables at the end
     tab.wait_for_function(ALL_DRAWN_JS + " && " + NOT_LOADING_JS, timeout=180_000, polling=50)
     tab.evaluate("window.scrollTo(0, 0)")
     return time.perf_counter() - t0

@@ -196,7 +196,7 @@ def memory(proc: psutil.Process) -> dict[str, float]:
 
 def _ready(path: str) -> str:
     title = f"(document.querySelector('#_pages_content h4') || {{}}).innerText === '{TITLES[path]}'"
-    return f"{title} && ({READY_JS[path]}) && {page_bench.NOT_LOADING_JS}"
+    return f"{title} && ({READY_JS[path]}) && {page_bench.NOT_LOADING_IN_VIEW_JS}"
 
 
 def _click_s(tab, path: str) -> float:

@@ -23,6 +23,9 @@ SPEC = "jobs-spec"
 GRID = "jobs-grid"
 EXPORT = "jobs-export"
 STATUS = "jobs-status"
+SECTION = "jobs-explorer"  # its lazy section (controls.lazy_section)
+GRID_HEIGHT_PX = 520
+SECTION_HEIGHT_PX = GRID_HEIGHT_PX + 40
 HEADERS: dict[str, str] = {
     "job_id": "job id",
     "job_name": "job name",
@@ -82,48 +85,52 @@ def _json_rows(df: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def section(state: dict[str, Any]) -> html.Div:
-    """The job explorer: a server-side AG Grid over every job matching the filters, with CSV export."""
+    """The job explorer, built once it scrolls into view (see body): a server-side AG Grid over every job matching
+    the filters, with CSV export."""
     return html.Div(
-        [
-            dcc.Store(id=SPEC, data=state),
-            html.Div(
-                [
-                    html.H5("Job explorer", className="mb-0 me-auto"),
-                    html.Span(id=STATUS, className="text-muted small me-2"),
-                    dbc.Button(
-                        "Export CSV",
-                        id=EXPORT,
-                        href=export_href(state, None, None),
-                        external_link=True,
-                        size="sm",
-                        color="secondary",
-                        outline=True,
-                        target="_blank",
-                    ),
-                ],
-                className="d-flex align-items-center mb-2 flex-wrap gap-1",
-            ),
-            dag.AgGrid(
-                id=GRID,
-                columnDefs=column_defs(),
-                defaultColDef={"sortable": True, "resizable": True, "minWidth": 90, "flex": 1},
-                rowModelType="infinite",
-                dashGridOptions={
-                    "rowBuffer": 0,
-                    "cacheBlockSize": 100,
-                    "maxBlocksInCache": 20,
-                    "infiniteInitialRowCount": 100,
-                    "pagination": True,
-                    "paginationPageSize": 100,
-                    "paginationPageSizeSelector": False,
-                    "tooltipShowDelay": 300,
-                    "context": {"dataset": state["dataset"], "jobPath": controls.JOB_PATH},
-                },
-                style={"height": "520px", "width": "100%"},
-            ),
-        ],
-        className="mt-2",
+        [dcc.Store(id=SPEC, data=state), controls.lazy_section(SECTION, SECTION_HEIGHT_PX)], className="mt-2"
     )
+
+
+def body(state: dict[str, Any]) -> list:
+    """The job explorer's title, row count, CSV link and grid for a filter state."""
+    return [
+        html.Div(
+            [
+                html.H5("Job explorer", className="mb-0 me-auto"),
+                html.Span(id=STATUS, className="text-muted small me-2"),
+                dbc.Button(
+                    "Export CSV",
+                    id=EXPORT,
+                    href=export_href(state, None, None),
+                    external_link=True,
+                    size="sm",
+                    color="secondary",
+                    outline=True,
+                    target="_blank",
+                ),
+            ],
+            className="d-flex align-items-center mb-2 flex-wrap gap-1",
+        ),
+        dag.AgGrid(
+            id=GRID,
+            columnDefs=column_defs(),
+            defaultColDef={"sortable": True, "resizable": True, "minWidth": 90, "flex": 1},
+            rowModelType="infinite",
+            dashGridOptions={
+                "rowBuffer": 0,
+                "cacheBlockSize": 100,
+                "maxBlocksInCache": 20,
+                "infiniteInitialRowCount": 100,
+                "pagination": True,
+                "paginationPageSize": 100,
+                "paginationPageSizeSelector": False,
+                "tooltipShowDelay": 300,
+                "context": {"dataset": state["dataset"], "jobPath": controls.JOB_PATH},
+            },
+            style={"height": f"{GRID_HEIGHT_PX}px", "width": "100%"},
+        ),
+    ]
 
 
 def export_href(state: dict[str, Any], filter_model: dict | None, sort_model: list | None) -> str:
@@ -151,11 +158,13 @@ def get_rows(request: dict[str, Any] | None, state: dict[str, Any]):
 
 
 def register(app: Dash) -> None:
-    """Register the grid's row-block callback on app."""
+    """Register the explorer's build and row-block callbacks on app."""
+    controls.lazy_body_callback(app, SECTION, SPEC, body)
     app.callback(
         Output(GRID, "getRowsResponse"),
         Output(EXPORT, "href"),
         Output(STATUS, "children"),
         Input(GRID, "getRowsRequest"),
         State(SPEC, "data"),
+        optional=True,  # the grid is built once it scrolls into view
     )(get_rows)

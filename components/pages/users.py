@@ -18,6 +18,8 @@ dash.register_page(__name__, path="/users", name="Users", title="Helios Dashboar
 SPEC = "users-spec"
 BOARD = "users-board"
 BOARD_CSV = "users-board-csv"
+BOARD_SECTION = "users-leaderboard"  # its lazy section (controls.lazy_section)
+BOARD_HEIGHT_PX = 530  # its title and its grid (tables.data_grid)
 LEADERBOARD_ROWS = 500
 # (field, header, units kind or None for text)
 BOARD_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
@@ -67,16 +69,18 @@ def user_view(state: dict[str, Any]) -> html.Div:
 
 
 def leaderboard(state: dict[str, Any]) -> html.Div:
-    """The user leaderboard table (top users by GPU time): sortable, filterable, paginated, CSV."""
+    """The user leaderboard, built once it scrolls into view (see board)."""
+    return html.Div([dcc.Store(id=SPEC, data=state), controls.lazy_section(BOARD_SECTION, BOARD_HEIGHT_PX)])
+
+
+def board(state: dict[str, Any]) -> list:
+    """The user leaderboard table (top users by GPU time) for a filter state: sortable, filterable, paginated, CSV."""
     cols = [tables.column(field, header, kind) for field, header, kind in BOARD_COLUMNS]
     cols[0] |= {"cellClass": "link-cell", "headerTooltip": "click a user to open their view"}
-    return html.Div(
-        [
-            dcc.Store(id=SPEC, data=state),
-            tables.table_header(f"Leaderboard (top {LEADERBOARD_ROWS} by GPU time)", BOARD_CSV),
-            dcc.Loading(tables.data_grid(BOARD, cols, "helios-user-leaderboard.csv"), type="dot", delay_show=150),
-        ]
-    )
+    return [
+        tables.table_header(f"Leaderboard (top {LEADERBOARD_ROWS} by GPU time)", BOARD_CSV),
+        tables.data_grid(BOARD, cols, "helios-user-leaderboard.csv", rowData=fill_board(state)),
+    ]
 
 
 def leaderboard_rows(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -118,10 +122,11 @@ def open_user(cell: dict[str, Any] | None):
 
 def register_callbacks(app: Dash) -> None:
     """Register this page's callbacks on app."""
-    app.callback(Output(BOARD, "rowData"), Input(SPEC, "data"))(fill_board)
+    controls.lazy_body_callback(app, BOARD_SECTION, SPEC, board)
     app.callback(
         Output(controls.USERS, "value", allow_duplicate=True),
         Input(BOARD, "cellClicked"),
         prevent_initial_call=True,
+        optional=True,  # the leaderboard is built once it scrolls into view
     )(open_user)
-    tables.register_export(app, BOARD, BOARD_CSV)
+    tables.register_export(app, BOARD, BOARD_CSV, optional=True)

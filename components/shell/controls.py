@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from analytics import schema
 from analytics.filters import JOB_KINDS, RANGES, RUNNING, SUBMITTED, to_query
@@ -44,7 +45,12 @@ SPEC = "graph-spec"
 SLOT = "graph-slot"  # the Div a card's Graph is drawn into
 SHOWN = "graph-shown"  # True once the card is in view (assets/lazy_figures.js): its figure is asked for then
 WANT = "graph-want"  # the spec of a shown card not laid out with its figure: what the server draws
-LAZY_ATTR = "data-lazy-figure"  # on a lazy card: its SHOWN store's id, for assets/lazy_figures.js
+LAZY_ATTR = "data-lazy-shown"  # on a lazy card or section: its shown store's id, for assets/lazy_figures.js
+LAZY_TOKEN = "data-lazy-token"  # new with every layout, so that a card laid out again is asked for again
+# A section below the first screen (a table) is built once it scrolls into view: {"type": LAZY_BODY, "name": ...}
+# is filled by its page's callback on {"type": LAZY_SHOWN, "name": ...}.
+LAZY_SHOWN = "lazy-shown"
+LAZY_BODY = "lazy-body"
 CSV_BUTTON = "csv-button"
 CSV_DOWNLOAD = "csv-download"
 
@@ -260,8 +266,31 @@ def figure_card(
         ],
         className="h-100 shadow-sm",
     )
-    marks = {LAZY_ATTR: json.dumps(shown_id, sort_keys=True), "data-lazy-token": uuid.uuid4().hex[:12]} if lazy else {}
-    return html.Div(card, className="h-100", **marks)
+    return html.Div(card, className="h-100", **(lazy_marks(shown_id) if lazy else {}))
+
+
+def lazy_marks(shown_id: dict[str, str]) -> dict[str, str]:
+    """The attributes by which assets/lazy_figures.js sets the store shown_id to True once the element is in view."""
+    return {LAZY_ATTR: json.dumps(shown_id, sort_keys=True), LAZY_TOKEN: uuid.uuid4().hex[:12]}
+
+
+def lazy_section(name: str, height_px: int) -> html.Div:
+    """A placeholder of height_px for a section below the first screen, filled by a callback on its LAZY_SHOWN store
+    (see lazy_body_callback) once it scrolls into view."""
+    shown_id = {"type": LAZY_SHOWN, "name": name}
+    body = html.Div(id={"type": LAZY_BODY, "name": name}, style={"minHeight": f"{height_px}px"})
+    loading = dcc.Loading(body, type="dot", delay_show=150)
+    return html.Div([dcc.Store(id=shown_id, data=False), loading], **lazy_marks(shown_id))
+
+
+def lazy_body_callback(app: Dash, name: str, spec_id: str, build: Callable[[dict[str, Any]], Any]) -> None:
+    """Fill the lazy section name with build(the data of the store spec_id) once it is shown."""
+    app.callback(
+        Output({"type": LAZY_BODY, "name": name}, "children"),
+        Input({"type": LAZY_SHOWN, "name": name}, "data"),
+        State(spec_id, "data"),
+        prevent_initial_call=True,
+    )(lambda shown, state: build(state) if shown else no_update)
 
 
 def figure_request(spec: dict[str, Any]) -> dict[str, Any]:

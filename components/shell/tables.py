@@ -105,8 +105,8 @@ def table_header(title: str, csv_id: str) -> html.Div:
     )
 
 
-def register_export(app: Dash, grid_id: str, csv_id: str) -> None:
-    """Export grid_id to CSV when csv_id is clicked."""
-    app.callback(Output(grid_id, "exportDataAsCsv"), Input(csv_id, "n_clicks"), prevent_initial_call=True)(
-        lambda _n: True
-    )
+def register_export(app: Dash, grid_id: str, csv_id: str, optional: bool = False) -> None:
+    """Export grid_id to CSV when csv_id is clicked (optional: the two may be missing from the page's layout)."""
+    app.callback(
+        Output(grid_id, "exportDataAsCsv"), Input(csv_id, "n_clicks"), prevent_initial_call=True, optional=optional
+    )(lambda _n: True)

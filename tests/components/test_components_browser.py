@@ -67,6 +67,31 @@ def test_lazy_cards_draw_when_scrolled_into_view(browser, server_url):
         context.close()
 
 
+@pytest.mark.parametrize(
+    ("path", "grid", "rows_callback"),
+    [("/jobs", "jobs-grid", "getRowsResponse"), ("/users", "users-board", "users-leaderboard")],
+)
+def test_a_table_below_the_first_screen_is_built_once_scrolled_to(browser, server_url, path, grid, rows_callback):
+    """The job explorer and the leaderboard are not built, and their rows not asked for, until they come into view."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    tab = context.new_page()
+    posted: list[str] = []
+    tab.on("request", lambda r: posted.append(r.post_data or "") if "_dash-update-component" in r.url else None)
+    errors: list[str] = []
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        open_page(tab, server_url + path)
+        tab.locator(".js-plotly-plot .main-svg").first.wait_for()
+        assert tab.locator(f"#{grid}").count() == 0
+        assert not any(rows_callback in body for body in posted)
+        tab.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        tab.locator(f"#{grid} .ag-row").first.wait_for()
+        assert any(rows_callback in body for body in posted)
+        assert errors == []
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize("path", PAGES)
 def test_every_page_opens_without_console_errors(page, server_url, path):
     open_page(page, server_url + path)

@@ -151,6 +151,7 @@ def test_a_job_id_of_several_clusters_lists_them_and_a_missing_one_is_a_404(page
 def test_every_ignored_url_value_is_named_with_its_reason(page, nav_server):
     url, _ = nav_server
     _open(page, f"{url}/cluster?ds=nope&cluster=Venus,Mars&vc=vcZ&start=2020-02-30&gmin=9&gmax=2&time=later")
+    page.wait_for_selector(".url-problem")
     notes = page.locator(".url-problem").all_inner_texts()
     expected = (
         "ds='nope': no dataset of that name",
