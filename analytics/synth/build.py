@@ -481,7 +481,37 @@ def _cluster_user_ratios(rng: np.random.Generator, jobs: np.ndarray, hist: np.nd
         mid = (lo + hi) / 2
         mean = np.average(couple_by_rank(ratios, mid * log_jobs + noise), weights=jobs)
         lo, hi = (mid, hi) if mean < rate else (lo, mid)
-    return couple_by_rank(ratios, lo * log_jobs + noise)
+    return _achievable(couple_by_rank(ratios, lo * log_jobs + noise), jobs, len(hist))
+
+
+def _achievable(ratio: np.ndarray, jobs: np.ndarray, n_bins: int) -> np.ndarray:
+    """The users' ratios swapped so each lies in a histogram bin its user can reach (5 jobs cannot complete 10-20 %:
+    with the nearest ratio of a user who can take its own), then moved to the nearest count of the user's jobs in
+    that bin; the histogram of ratios stays."""
+    out = ratio.copy()
+    for i in np.argsort(jobs, kind="stable").tolist():
+        if _reachable(out[i], jobs[i], n_bins):
+            continue
+        fits = _reachable(out, jobs[i], n_bins) & _reachable(np.full(len(out), out[i]), jobs, n_bins)
+        if fits.any():
+            j = int(np.flatnonzero(fits)[np.argmin(np.abs(out[fits] - out[i]))])
+            out[i], out[j] = out[j], out[i]
+    first, last = _bin_counts(out, jobs, n_bins)
+    return np.where(first <= last, np.clip(np.rint(out * jobs), first, last) / jobs, out)
+
+
+def _bin_counts(ratio: np.ndarray, jobs: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """The fewest and most completed jobs (of jobs) whose share lies in each ratio's histogram bin."""
+    low = np.minimum(np.floor(ratio * n_bins), n_bins - 1) / n_bins
+    first = np.ceil(low * jobs - 1e-9)
+    last = np.where(low + 1 / n_bins >= 1, jobs, np.ceil((low + 1 / n_bins) * jobs - 1e-9) - 1)
+    return first, last
+
+
+def _reachable(ratio: np.ndarray | float, jobs: np.ndarray | int, n_bins: int) -> np.ndarray:
+    """Whether a user with `jobs` GPU jobs can have a completion share in the histogram bin of ratio."""
+    first, last = _bin_counts(np.asarray(ratio, dtype=float), np.asarray(jobs), n_bins)
+    return first <= last
 
 
 def _queues(rng: np.random.Generator, c: _Cluster) -> np.ndarray:

@@ -12,7 +12,7 @@ import pytest
 import cli
 from analytics import schema, store
 from analytics.reference import CLUSTERS, summary_rows
-from analytics.synth.build import SynthParams, build_dataset, generate
+from analytics.synth.build import SynthParams, _achievable, build_dataset, generate
 
 SCALE = 0.01
 
@@ -141,3 +141,15 @@ def test_demo_command_rejects_bad_arguments(data_root, capsys):
         cli.main(["demo", "--scale", "0"])
     assert cli.main(["demo", "--scale", "0.001", "--name", "../x", "--quiet"]) == 2
     assert "invalid dataset name" in capsys.readouterr().err
+
+
+def test_user_completion_ratios_move_to_bins_their_users_can_reach():
+    ratio = np.array([0.15, 0.25, 0.15, 0.05, 0.95, 0.5, 0.199])
+    jobs = np.array([5, 7, 100, 3, 10, 1, 10])
+    out = _achievable(ratio, jobs, 10)
+    done = out * jobs
+    assert np.allclose(done, np.rint(done))  # whole counts of completed jobs
+    bins = np.minimum(np.floor(out * 10 + 1e-9), 9)
+    assert sorted(bins.tolist()) == sorted(np.minimum(np.floor(ratio * 10), 9).tolist())  # the histogram stays
+    assert bins[0] == 2 and bins[1] == 1  # 5 jobs cannot complete 10-20 %: swapped with the 7-job user's 25 %
+    assert bins[5] == 9 and bins[4] == 5  # 1 job cannot complete half: takes the 10-job user's 95 %
