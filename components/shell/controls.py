@@ -290,7 +290,19 @@ def lazy_body_callback(app: Dash, name: str, spec_id: str, build: Callable[[dict
         Input({"type": LAZY_SHOWN, "name": name}, "data"),
         State(spec_id, "data"),
         prevent_initial_call=True,
-    )(lambda shown, state: build(state) if shown else no_update)
+    )(lambda shown, state: lazy_body(build, shown, state))
+
+
+def lazy_body(build: Callable[[dict[str, Any]], Any], shown: Any, state: Any):
+    """build(state) once shown is True; a filter state the browser sent altered gets a message, not an error."""
+    if shown is not True:
+        return no_update
+    try:
+        if not isinstance(state, dict):
+            raise TypeError(f"a filter state must be an object, not {type(state).__name__}")
+        return build(state)
+    except (KeyError, TypeError, ValueError) as exc:
+        return dbc.Alert(f"This table's filter state is not valid: {str(exc)[:200]}", color="warning")
 
 
 def figure_request(spec: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from datetime import datetime
 from types import SimpleNamespace
 from urllib.parse import unquote
 
+import plotly
 import polars as pl
 import pytest
 from dash import no_update
@@ -235,6 +236,25 @@ def test_the_leaderboard_ranks_users_by_gpu_time_shown_in_human_units(dash_app, 
     top = rows[0]
     assert top["gpu_time_s__text"].endswith("GPU-h") and top["gpu_time_s__exact"].endswith("GPU-s")
     assert top["mean_gpu_queue_s__text"] == units.duration(top["mean_gpu_queue_s"])
+
+
+def as_json(components: list) -> list:
+    """Components as the JSON Dash sends."""
+    return json.loads(json.dumps(components, cls=plotly.utils.PlotlyJSONEncoder))
+
+
+@pytest.mark.parametrize("hostile", [None, [], "helios-synth", {}, {"dataset": 3, "clusters": 5}])
+def test_a_table_built_when_shown_refuses_an_altered_filter_state_with_a_message(dash_app, hostile):
+    pages = SimpleNamespace(users=importlib.import_module("components.pages.users"))
+    with dash_app.server.test_request_context():
+        assert controls.lazy_body(explorer_grid.body, False, empty_state("helios-synth")) is no_update
+        built = controls.lazy_body(explorer_grid.body, True, empty_state("helios-synth"))
+        assert find(as_json(built), explorer_grid.GRID) is not None
+        board = controls.lazy_body(pages.users.board, True, empty_state("helios-synth"))
+        assert find(as_json(board), pages.users.BOARD)["rowData"]
+        for build in (explorer_grid.body, pages.users.board):
+            refused = controls.lazy_body(build, True, hostile)
+            assert "filter state is not valid" in str(refused.children)
 
 
 def test_the_job_explorer_pages_sorts_and_filters_on_the_server(dash_app):
