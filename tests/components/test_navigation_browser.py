@@ -37,9 +37,16 @@ def nav_server(tmp_path_factory, chromium_path, write_small, gunicorn_app):
         yield url, data
 
 
+# The page's content is laid out and no callback is pending: on a loaded machine the network can be idle for 500 ms
+# before Dash sends its first callbacks, so "networkidle" alone may come before the page is there.
+SETTLED_JS = """() => { const content = document.getElementById('_pages_content');
+  return !!content && content.childElementCount > 0 && !document.querySelector('[data-dash-is-loading=true]'); }"""
+
+
 def _open(tab, url: str):
     response = tab.goto(url)
     tab.wait_for_load_state("networkidle")
+    tab.wait_for_function(SETTLED_JS)
     return response
 
 
