@@ -159,7 +159,7 @@ def get_rows(request: dict[str, Any] | None, state: dict[str, Any]):
 
 def register(app: Dash) -> None:
     """Register the explorer's build and row-block callbacks on app."""
-    controls.lazy_body_callback(app, SECTION, SPEC, body)
+    controls.lazy_body_callback(app, SECTION, body)
     app.callback(
         Output(GRID, "getRowsResponse"),
         Output(EXPORT, "href"),

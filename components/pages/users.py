@@ -6,7 +6,7 @@ from typing import Any
 
 import dash
 import polars as pl
-from dash import Dash, Input, Output, dcc, html, no_update
+from dash import Dash, Input, Output, html, no_update
 
 from components.datasets import access
 from components.shell import controls, tables
@@ -15,7 +15,6 @@ from components.shell.layout import page_layout
 
 dash.register_page(__name__, path="/users", name="Users", title="Helios Dashboard · Users", order=3)
 
-SPEC = "users-spec"
 BOARD = "users-board"
 BOARD_CSV = "users-board-csv"
 BOARD_SECTION = "users-leaderboard"  # its lazy section (controls.lazy_section)
@@ -37,11 +36,11 @@ BOARD_KINDS: dict[str, str] = {field: kind for field, _, kind in BOARD_COLUMNS i
 def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
     """One user's view when exactly one user is selected, else the concentration figures; then the leaderboard."""
     if len(state["users"]) == 1:
-        return [user_view(state), leaderboard(state)]
+        return [user_view(state), leaderboard()]
     return [
         grid([figure_card("conc_gpu", state, lazy=False), figure_card("conc_cpu", state, lazy=False)]),
         grid([figure_card("conc_queue", state, lazy=False), figure_card("completion_hist", state, lazy=False)]),
-        leaderboard(state),
+        leaderboard(),
     ]
 
 
@@ -68,9 +67,9 @@ def user_view(state: dict[str, Any]) -> html.Div:
     )
 
 
-def leaderboard(state: dict[str, Any]) -> html.Div:
+def leaderboard() -> html.Div:
     """The user leaderboard, built once it scrolls into view (see board)."""
-    return html.Div([dcc.Store(id=SPEC, data=state), controls.lazy_section(BOARD_SECTION, BOARD_HEIGHT_PX)])
+    return controls.lazy_section(BOARD_SECTION, BOARD_HEIGHT_PX)
 
 
 def board(state: dict[str, Any]) -> list:
@@ -122,7 +121,7 @@ def open_user(cell: dict[str, Any] | None):
 
 def register_callbacks(app: Dash) -> None:
     """Register this page's callbacks on app."""
-    controls.lazy_body_callback(app, BOARD_SECTION, SPEC, board)
+    controls.lazy_body_callback(app, BOARD_SECTION, board)
     app.callback(
         Output(controls.USERS, "value", allow_duplicate=True),
         Input(BOARD, "cellClicked"),

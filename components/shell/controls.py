@@ -13,8 +13,9 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from analytics import schema
-from analytics.filters import JOB_KINDS, RANGES, RUNNING, SUBMITTED, to_query
+from analytics.filters import JOB_KINDS, RANGES, RUNNING, SUBMITTED, query_params, to_query
 from components.charts import registry as charts
+from components.datasets import access
 
 # Shell ids.
 URL = "url"
@@ -283,26 +284,25 @@ def lazy_section(name: str, height_px: int) -> html.Div:
     return html.Div([dcc.Store(id=shown_id, data=False), loading], **lazy_marks(shown_id))
 
 
-def lazy_body_callback(app: Dash, name: str, spec_id: str, build: Callable[[dict[str, Any]], Any]) -> None:
-    """Fill the lazy section name with build(the data of the store spec_id) once it is shown."""
+def lazy_body_callback(app: Dash, name: str, build: Callable[[dict[str, Any]], Any]) -> None:
+    """Fill the lazy section name with build(the page's filter state) once it is shown."""
     app.callback(
         Output({"type": LAZY_BODY, "name": name}, "children"),
         Input({"type": LAZY_SHOWN, "name": name}, "data"),
-        State(spec_id, "data"),
+        State(URL, "search"),
         prevent_initial_call=True,
-    )(lambda shown, state: lazy_body(build, shown, state))
+    )(lambda shown, search: lazy_body(build, shown, search))
 
 
-def lazy_body(build: Callable[[dict[str, Any]], Any], shown: Any, state: Any):
-    """build(state) once shown is True; a filter state the browser sent altered gets a message, not an error."""
+def lazy_body(build: Callable[[dict[str, Any]], Any], shown: Any, search: Any):
+    """build(the filter state of the page's URL, checked as the page's own layout checks it) once shown is True."""
     if shown is not True:
         return no_update
+    state, _, _ = access.read_params(query_params(search if isinstance(search, str) else None))
     try:
-        if not isinstance(state, dict):
-            raise TypeError(f"a filter state must be an object, not {type(state).__name__}")
         return build(state)
-    except (KeyError, TypeError, ValueError) as exc:
-        return dbc.Alert(f"This table's filter state is not valid: {str(exc)[:200]}", color="warning")
+    except access.USER_ERRORS as exc:
+        return dbc.Alert(f"This table cannot be built: {str(exc)[:200]}", color="warning")
 
 
 def figure_request(spec: dict[str, Any]) -> dict[str, Any]:
