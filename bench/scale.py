@@ -328,11 +328,18 @@ def whatif(data_dir: Path, dataset: str, cluster: str, month: date) -> dict[str,
 def parse_args() -> argparse.Namespace:
     """Command-line options."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--factor", type=int, default=10)
-    p.add_argument("--demo-dir", type=Path, default=Path(os.environ.get("HELIOS_DATA_DIR", REPO / "data")))
-    p.add_argument("--work", type=Path, default=REPO / "data" / "scale", help="where the trace and dataset go")
+    p.add_argument("--factor", type=int, default=10, help="how many times the demo trace is repeated (default 10)")
+    p.add_argument(
+        "--demo-dir",
+        type=Path,
+        default=Path(os.environ.get("HELIOS_DATA_DIR", REPO / "data")),
+        help="the data folder holding the helios-synth demo (default $HELIOS_DATA_DIR or data/)",
+    )
+    p.add_argument(
+        "--work", type=Path, default=REPO / "data" / "scale", help="where the trace and dataset go (default data/scale)"
+    )
     p.add_argument("--skip", default="", help="comma-separated steps to skip: ingest, pages, memory, whatif")
-    p.add_argument("--cluster", default="Saturn", help="the what-if cluster (the largest)")
+    p.add_argument("--cluster", default="Saturn", help="the what-if cluster (default Saturn, the largest)")
     p.add_argument("--month", default=None, help="the what-if month (default: the middle copy's July)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     return p.parse_args()
