@@ -31,7 +31,7 @@ from analytics.store import Dataset, DatasetError
 MAX_DATASETS = 2  # datasets kept open per process (least recently used dropped first)
 COLUMNS_PART = "columns"  # the derived part holding the column files
 FACTS_FILE = "columns.json"  # beside the arrays: row count, category names, null flags, per-cluster time ranges
-MAX_RESIDENT_FILE_BYTES = 1 << 30  # mapped column pages a process keeps after a query before it drops them
+MAX_RESIDENT_FILE_BYTES = 1 << 28  # mapped column pages a process keeps after a query before it drops them
 US_PER_MINUTE = 60_000_000
 EPOCH = datetime(1970, 1, 1)
 _NULL_TIME = np.iinfo(np.int64).min  # placeholder of a null timestamp; always paired with a validity mask
