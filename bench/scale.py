@@ -446,7 +446,8 @@ def _row(what: str, value: float, unit: str, budget: float | None, today: float 
     verdict = "" if budget is None else ("OK" if value <= budget else "OVER")
     ratio = f"{value / budget:.2f}" if budget else "-"
     vs_today = f"{today:g} -> {value:.2f} ({today / value:.1f}x)" if today else "-"
-    return f"| {what} | {value:.2f} {unit} | {budget if budget is not None else '-'} | {ratio} {verdict} | {vs_today} |"
+    shown = "-" if budget is None else f"{budget:.2f}"
+    return f"| {what} | {value:.2f} {unit} | {shown} | {ratio} {verdict} | {vs_today} |"
 
 
 if __name__ == "__main__":
