@@ -70,11 +70,13 @@ def _subprocess_entry(target: Callable, args: tuple, queue, memory_mb: int, pare
 
 @dataclass(frozen=True)
 class Caller:
-    """Who started a run (a signed-in user, or an anonymous client by address) and the background job whose polls
-    show that its page still waits for the result."""
+    """Who started a run (a signed-in user, or an anonymous client by address), the background job whose polls
+    show that its page still waits for the result, and the kind of work (a page's run and its sweep hold separate
+    slots, so that a shared link that starts both is not refused)."""
 
     client: str
     job: str
+    kind: str = "run"
 
 
 CLIENT_DATA = "helios_client"  # the key of the client in a callback's custom data
@@ -102,13 +104,13 @@ def _job_id() -> str:
     return str(current_task.request.id) if current_task and current_task.request.id else str(os.getpid())
 
 
-def job_caller() -> Caller | None:
-    """The caller of the background callback being run (None outside one, e.g. in a script or a test)."""
+def job_caller(kind: str) -> Caller | None:
+    """The caller of the background callback being run for work of this kind (None outside one, e.g. a script)."""
     try:
         client = dash.callback_context.custom_data.get(CLIENT_DATA)
     except dash.exceptions.MissingCallbackContextException:
         return None
-    return Caller(str(client), _job_id()) if client else None
+    return Caller(str(client), _job_id(), kind) if client else None
 
 
 @contextmanager
@@ -138,15 +140,19 @@ def run_slot(settings: Settings):
     return _slot(cache_dir(settings) / "run-slots", "slot", settings.max_runs, refusal)
 
 
-def user_slot(settings: Settings, client: str):
-    """A context holding one of client's settings.max_runs_per_user run slots on this host, or refusing at once."""
+KIND_NOUNS = {"run": "what-if run(s)", "sweep": "sweep(s)"}
+
+
+def user_slot(settings: Settings, client: str, kind: str = "run"):
+    """A context holding one of client's settings.max_runs_per_user slots for work of this kind on this host, or
+    refusing at once."""
     digest = hashlib.sha256(client.encode()).hexdigest()[:24]
     who = "you are" if client.startswith("user:") else "your address is"
     refusal = (
-        f"{who} already running {settings.max_runs_per_user} what-if run(s) or sweep(s) "
+        f"{who} already running {settings.max_runs_per_user} {KIND_NOUNS[kind]} "
         "(HELIOS_MAX_RUNS_PER_USER): wait for it to finish or cancel it, then try again"
     )
-    return _slot(cache_dir(settings) / "run-slots", f"user-{digest}", settings.max_runs_per_user, refusal)
+    return _slot(cache_dir(settings) / "run-slots", f"user-{digest}-{kind}", settings.max_runs_per_user, refusal)
 
 
 def _resident_mb(pid: int) -> float:
@@ -198,7 +204,7 @@ def run_in_subprocess(
     settings = settings or Settings()
     with ExitStack() as held:
         if caller is not None:
-            held.enter_context(user_slot(settings, caller.client))
+            held.enter_context(user_slot(settings, caller.client, caller.kind))
             held.callback(heartbeats.forget, settings, caller.job)
         held.enter_context(run_slot(settings))
         return _run_limited(target, args, on_progress, poll_s, settings, expected, caller)

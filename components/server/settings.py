@@ -22,7 +22,7 @@ class Settings:
     cache_timeout_s: int = 24 * 3600
     default_dataset: str = DEFAULT_DATASET
     max_runs: int = 2  # what-if runs and sweeps at once on this host
-    max_runs_per_user: int = 1  # of which one signed-in user (or one anonymous client address) may hold
+    max_runs_per_user: int = 1  # runs one signed-in user (or anonymous client address) may hold, and as many sweeps
     run_memory_mb: int = 6144  # memory one run may use before it is stopped
     run_timeout_s: int = 1800  # wall time one run may take before it is stopped
     # A run whose page stopped polling for this long is stopped. Above a minute: Chrome polls a tab hidden for five

@@ -211,8 +211,9 @@ def one_line(exc: Exception, max_chars: int = 300) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
 
 
-def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings: Settings):
-    """Validate the form, put it in the URL; show a cached result at once, else start the background run."""
+def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings: Settings, search: str = ""):
+    """Validate the form, put it in the URL (search: the page's URL before, whose sweep part is kept); show a cached
+    result at once, else start the background run."""
     if ctx.triggered_id != ids.RUN and not autorun:
         raise PreventUpdate
     try:
@@ -227,7 +228,7 @@ def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings
             no_update,
             "",
         )
-    search = form_to_search(form)
+    search = form_to_search(form, whatif_sweep.kept_params(search))
     hit = results_cache(settings).get(request.key)
     if hit is not None:
         return search, None, no_update, *_shown(hit, request.key, 0.0, True)
@@ -264,7 +265,7 @@ def run_job(set_progress, request: dict | None, settings: Settings) -> tuple:
             progress,
             settings=settings,
             expected=SCENARIO_ERRORS,
-            caller=job_caller(),
+            caller=job_caller("run"),
         )
     except RunError as exc:
         return no_update, no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
@@ -412,11 +413,12 @@ def register(app: Dash, settings: Settings | None = None, manager=None) -> None:
         Output(ids.STATUS, "children", allow_duplicate=True),
         Input(ids.RUN, "n_clicks"),
         Input(ids.AUTORUN, "data"),
+        State(ids.URL, "search"),
         State({"type": ids.CES_POLICY, "name": ALL}, "value"),
         State({"type": ids.CES_ENERGY, "name": ALL}, "value"),
         *form_states,
         prevent_initial_call="initial_duplicate",
-    )(lambda *a: start_run(*a, settings=settings))
+    )(lambda n_clicks, autorun, search, *a: start_run(n_clicks, autorun, *a, settings=settings, search=search))
     app.callback(
         Output(ids.RESULTS, "children"),
         Output(ids.RESULT, "data"),

@@ -155,9 +155,9 @@ def form_to_params(form: dict) -> dict[str, str]:
     return params
 
 
-def form_to_search(form: dict) -> str:
-    """The URL query string of a form."""
-    return "?" + urlencode(form_to_params(form), safe=",")
+def form_to_search(form: dict, kept: dict[str, str] | None = None) -> str:
+    """The URL query string of a form, with the kept parameters (another part of the page's state) after it."""
+    return "?" + urlencode({**form_to_params(form), **(kept or {})}, safe=",")
 
 
 MAX_FORM_NUMBER = 10.0

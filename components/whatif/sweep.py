@@ -257,11 +257,16 @@ def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, e
             progress,
             settings=settings,
             expected=SCENARIO_ERRORS,
-            caller=job_caller(),
+            caller=job_caller("sweep"),
         )
     except RunError as exc:
         return no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
     return out["figure"], f"{out['rows']} rows" + (", from cache" if out["cached"] else ""), None
+
+
+def kept_params(search: str | None) -> dict[str, str]:
+    """The sweep's part of a page URL (its settings and sweep=1), which a run keeps when it writes the URL."""
+    return {k: v for k, v in query_params(search or "").items() if k in URL_KEYS or k == "sweep"}
 
 
 def sweep_url(n_clicks, x, xv, y, yv, metric, policy_values, energy_values, search, *values) -> str:

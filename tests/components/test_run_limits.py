@@ -74,12 +74,22 @@ def test_a_run_stops_when_the_job_waiting_for_it_is_killed(tmp_path):
 def test_a_user_runs_at_most_max_runs_per_user_and_others_still_may(settings):
     roomy = dataclasses.replace(settings, max_runs=4, max_runs_per_user=1)
     with user_slot(roomy, "user:ada"):
-        with pytest.raises(RunError, match=r"you are already running 1 what-if run\(s\) or sweep\(s\)"):
+        with pytest.raises(RunError, match=r"you are already running 1 what-if run\(s\) \(HELIOS_MAX_RUNS_PER_USER"):
             run_in_subprocess(_sleep, (0,), settings=roomy, caller=Caller("user:ada", "1"))
         with pytest.raises(RunError, match="your address is already running"), user_slot(roomy, "ip:10.0.0.9"):
             run_in_subprocess(_sleep, (0,), settings=roomy, caller=Caller("ip:10.0.0.9", "2"))
         assert run_in_subprocess(_sleep, (0,), settings=roomy, caller=Caller("user:bob", "3")) == 0
     assert run_in_subprocess(_sleep, (0,), settings=roomy, caller=Caller("user:ada", "4")) == 0
+
+
+def test_a_users_run_and_sweep_hold_separate_slots(settings):
+    """A page's run and its sweep (a shared link starts both) do not refuse each other; a second sweep is refused."""
+    roomy = dataclasses.replace(settings, max_runs=4, max_runs_per_user=1)
+    with user_slot(roomy, "user:ada", "run"):
+        assert run_in_subprocess(_sleep, (0,), settings=roomy, caller=Caller("user:ada", "1", "sweep")) == 0
+        refused = pytest.raises(RunError, match=r"you are already running 1 sweep\(s\) \(HELIOS_MAX_RUNS_PER_USER")
+        with user_slot(roomy, "user:ada", "sweep"), refused:
+            run_in_subprocess(_sleep, (0,), settings=roomy, caller=Caller("user:ada", "2", "sweep"))
 
 
 def _hold_user_slot(cache_dir: str, client: str, ready, release) -> None:

@@ -165,3 +165,28 @@ def _kill_mid_run(tab, server) -> None:
     tab.wait_for_function("document.getElementById('whatif-error').innerText.includes('without a result')")
     assert tab.locator("#whatif-status").inner_text() == "failed"
     assert tab.locator("#whatif-results table").count() == 0
+
+
+SHARED_RUN_AND_SWEEP = (
+    "/whatif?ds=helios-synth&cluster=Earth&pol=fifo,sjf&cap=1.1&run=1"
+    "&sx=load_factor&sxv=1,1.2&sy=policy&syv=fifo,sjf&sm=avg_queue_s&sweep=1"
+)
+
+
+def test_a_shared_link_with_a_run_and_a_sweep_shows_both(page, server):
+    """A page's run and its sweep hold separate per-user slots: opening a link that starts both refuses neither."""
+    base, _ = server
+    page.goto(base + SHARED_RUN_AND_SWEEP)
+    try:
+        page.wait_for_selector("#whatif-row-sjf", timeout=120_000)
+        page.wait_for_function(
+            "document.getElementById('whatif-sweep-status').innerText.endsWith('rows')", timeout=120_000
+        )
+    except Exception as exc:
+        raise AssertionError(f"{exc}\n{_explain(page)}") from exc
+    assert page.locator("#whatif-error").inner_text() == ""
+    assert "run=1" in page.url and "sweep=1" in page.url, page.url  # still the link to both
+    assert "HELIOS_MAX_RUNS_PER_USER" not in page.locator("body").inner_text()
+    names = page.locator("#whatif-sweep-graph .js-plotly-plot").evaluate("el => el.data.map(t => t.name)")
+    assert names == ["fifo", "sjf"]
+    assert page.errors == []

@@ -67,10 +67,12 @@ def _values(form: dict) -> list:
     ]
 
 
-def _click_run(form: dict, settings: Settings, trigger: str = "whatif-run.n_clicks", autorun: bool = False):
+def _click_run(
+    form: dict, settings: Settings, trigger: str = "whatif-run.n_clicks", autorun: bool = False, search: str = ""
+):
     def call():
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": trigger, "value": 1}]))
-        return cb.start_run(1, autorun, [None] * 9, [None] * 7, *_values(form), settings=settings)
+        return cb.start_run(1, autorun, [None] * 9, [None] * 7, *_values(form), settings=settings, search=search)
 
     return copy_context().run(call)
 
@@ -122,6 +124,22 @@ def test_run_click_hands_an_uncached_scenario_to_the_background(settings):
     assert "pol=fifo,sjf" in search and search.endswith("run=1")
     assert request["config"]["policies"] == ["fifo", "sjf"]
     assert results is cb.no_update and meta is cb.no_update
+
+
+def test_a_run_keeps_the_sweep_part_of_the_url_and_nothing_else(settings):
+    before = "?ds=other&pol=las&run=1&sx=load_factor&sxv=1,1.2&sy=policy&syv=fifo,sjf&sm=avg_queue_s&sweep=1&x=y"
+    search, *_ = _click_run(_form(), settings, search=before)
+    params = query_params(search)
+    assert params["ds"] == "helios-synth" and params["pol"] == "fifo,sjf" and params["run"] == "1"
+    assert {k: params[k] for k in ("sx", "sxv", "sy", "syv", "sm", "sweep")} == {
+        "sx": "load_factor",
+        "sxv": "1,1.2",
+        "sy": "policy",
+        "syv": "fifo,sjf",
+        "sm": "avg_queue_s",
+        "sweep": "1",
+    }
+    assert "x" not in params
 
 
 def test_a_bad_form_shows_a_one_line_error(settings):
