@@ -2,13 +2,18 @@
 EASY backfill on each VC's daily capacity), each job in its own VC (the `vc` column the generator chose) with one
 queue per VC, closed loop: users of a full VC submit when it has room.
 
-A job that waits is submitted again at the second it started, for RESUBMIT_ROUNDS runs; the last run's start times
-are kept. (Submitting it again as many whole days later as it waited, at its usual time of day, was tried for issue
-#16: it pushed GPU time into the next months, Fig 3's April, July and September levels fell 3-8 points, and Fig 2b's
-daily swing did not come back, as the jobs met a full VC again.) Each job's recorded wait is then the target wait the
-generator drew for it (the `queue` column: the published mean, median 0 and each user's share of the queueing time,
-Fig 9a), its submit time the start minus that wait: the start times are capacity-consistent, the waits those of the
-published statistics (Slurm priorities and limits that this queue does not model). See docs/synthetic-queueing.md.
+In the first run a third of Venus', Saturn's and Uranus' GPU jobs wait (hours on average). A light job that waited
+is submitted again at its own time of day on the nearest day of its month on which its VC has room for it, a heavier
+one (or a light one with no such day) at the second it started (sim.synthetic_queue.room), and the queue runs again;
+while a job still waits, it is submitted again when it started and the queue runs again (at most RESUBMIT_ROUNDS - 1
+times). The last run's start times are kept. (Submitting every job that waited again when it started flattened Fig
+2b's daily swing of submissions to 70-79 % of the published one; submitting it again as many whole days later as it
+waited, at its usual time of day, pushed GPU time into the next months: Fig 3's April, July and September levels
+fell 3-8 points, and the swing did not come back, as the jobs met a full VC again.) Each job's recorded wait is then
+the target wait the generator drew for it (the `queue` column: the published mean, median 0 and each user's share
+of the queueing time, Fig 9a), its submit time the start minus that wait: the start times are capacity-consistent,
+the waits those of the published statistics (Slurm priorities and limits that this queue does not model).
+See docs/synthetic-queueing.md.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime
 
+import numpy as np
 import polars as pl
 
 from sim.synthetic_queue.cluster_queues import (
@@ -29,8 +36,9 @@ from sim.synthetic_queue.cluster_queues import (
     schedule_frame,
     seconds_columns,
 )
+from sim.synthetic_queue.room import resubmit_seconds
 
-RESUBMIT_ROUNDS = 3  # runs; between them the jobs that waited are submitted again when they started
+RESUBMIT_ROUNDS = 3  # runs after the days-with-room one; jobs that waited submitted again when they started
 _OUT_SCHEMA = {
     "job_id": pl.Int64,
     "cluster": pl.String,
@@ -77,9 +85,31 @@ class _ClusterRun:
         return start
 
 
-def _closed_loop(df: pl.DataFrame, caps: dict[str, DailyCapacity], names: list[str]) -> tuple[pl.DataFrame, list[int]]:
-    """The jobs (with _sub moved) and the start seconds of the last of RESUBMIT_ROUNDS runs, between which each job
-    that waited is submitted again at the second it started."""
+def _to_days_with_room(
+    df: pl.DataFrame, start: list[int], caps: dict[str, DailyCapacity], names: list[str], t0: datetime
+) -> pl.DataFrame:
+    """The jobs (in submit order again) with each job that waited submitted on a day of its month with room for it
+    at its time of day (sim.synthetic_queue.room)."""
+    moved = resubmit_seconds(
+        df["_sub"].to_numpy(),
+        np.asarray(start, dtype=np.int64),
+        df["_dur"].to_numpy(),
+        df["gpu_num"].to_numpy(),
+        df["_vc"].to_numpy(),
+        [caps[v] for v in names],
+        t0,
+    )
+    return df.with_columns(pl.Series("_sub", moved, dtype=pl.Int64)).sort(["_sub", "job_id"])
+
+
+def _closed_loop(
+    df: pl.DataFrame, caps: dict[str, DailyCapacity], names: list[str], t0: datetime
+) -> tuple[pl.DataFrame, list[int]]:
+    """The jobs (with _sub moved) and the start seconds of the last run: the first run, one with the jobs that
+    waited moved (_to_days_with_room), then up to RESUBMIT_ROUNDS - 1 more, between which each job that still waited
+    is submitted again at the second it started."""
+    start = _ClusterRun(df, caps, names)()
+    df = _to_days_with_room(df, start, caps, names, t0)
     start = _ClusterRun(df, caps, names)()
     for _ in range(RESUBMIT_ROUNDS - 1):
         start_s = pl.Series("_start", start, dtype=pl.Int64)
@@ -107,7 +137,7 @@ def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -
         )
         .sort(["_sub", "job_id"])
     )
-    df, start = _closed_loop(df, caps, names)
+    df, start = _closed_loop(df, caps, names, t0)
     started = pl.Series("_s", start, dtype=pl.Int64)
     recorded = pl.when(started >= 0).then(started - pl.col("_target")).otherwise(pl.col("_sub"))
     df = df.with_columns(recorded.alias("_sub"))

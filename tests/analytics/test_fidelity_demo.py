@@ -33,7 +33,6 @@ KNOWN_MISSES = {
     ("Fig 3", "Earth", "Apr GPU utilisation %"),
     ("Fig 3", "Earth", "Apr multi-GPU-job utilisation %"),
     *(("Fig 2a", c, AMPLITUDE_2A) for c in ("Venus", "Earth", "Uranus")),
-    *(("Fig 2b", c, AMPLITUDE_2B) for c in ("Venus", "Saturn", "Uranus")),
     ("Fig 4", "Earth", "vcMod: median utilisation %"),
     ("Fig 4", "Earth", "vcTJs: median utilisation %"),
     ("Fig 4", "Earth", "vc8Sj: median utilisation %"),

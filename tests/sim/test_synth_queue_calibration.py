@@ -30,12 +30,30 @@ def _jobs(rows: list[tuple[int, int, int, int]]) -> pl.DataFrame:
 CAPS = pl.DataFrame({"cluster": ["C"], "vc": ["a"], "date": [date(2020, 4, 1)], "gpus": [8]})
 
 
-def test_a_job_that_would_wait_is_submitted_again_when_it_starts():
-    # job 2 finds the VC full until job 1 ends at 100: in the closed loop it is submitted at 100 and waits 0
+def _starts_s(out: pl.DataFrame) -> list[int]:
+    return (out["start_time"] - datetime(2020, 4, 1)).dt.total_seconds().to_list()
+
+
+def test_a_light_job_that_would_wait_is_submitted_again_at_its_time_of_day_on_the_nearest_day_with_room():
+    # job 2 (400 GPU-s) finds the VC full until job 1 ends at 100: it is submitted at 10 s the next day and waits 0
     out = calibrated_schedule(_jobs([(0, 100, 8, 0), (10, 50, 8, 0)]), CAPS).sort("job_id")
     assert out["queue"].to_list() == [0, 0]
-    assert (out["start_time"] - out["start_time"].min()).dt.total_seconds().to_list() == [0, 100]
+    assert _starts_s(out) == [0, 86_410]
     assert out["submit_time"].to_list() == out["start_time"].to_list()
+
+
+def test_a_heavy_job_that_would_wait_is_submitted_again_when_it_starts():
+    # job 2 holds 8 GPUs for an hour (above MOVABLE_MAX_GPU_S): it is submitted again at 100, when job 1 ends
+    out = calibrated_schedule(_jobs([(0, 100, 8, 0), (10, 3_600, 8, 0)]), CAPS).sort("job_id")
+    assert out["queue"].to_list() == [0, 0]
+    assert _starts_s(out) == [0, 100]
+
+
+def test_a_light_job_without_a_day_of_room_in_its_month_is_submitted_again_when_it_starts():
+    # the trace starts on April 30, the last day of its month: no other day of it to move to
+    day = 29 * 86_400
+    out = calibrated_schedule(_jobs([(day, 100, 8, 0), (day + 10, 50, 8, 0)]), CAPS).sort("job_id")
+    assert _starts_s(out) == [day, day + 100]
 
 
 def test_the_recorded_wait_is_the_target_before_the_start():
