@@ -250,12 +250,14 @@ DRAW_ALL_JS = "window.HELIOS_DRAW_ALL = true;"
 
 
 @pytest.fixture
-def page(browser):
-    """A fresh 1440x900 tab that records console errors in page.errors; every figure card asks for its figure at
-    once (window.HELIOS_DRAW_ALL), as if scrolled through, so that tests can read figures below the first screen
+def page(browser, request):
+    """A fresh 1440x900 tab that records console errors in page.errors. Figure cards and tables below the first
+    screen ask for their content only once scrolled to, as for a user; a test marked `draw_all` gets every one at
+    once (window.HELIOS_DRAW_ALL), as if scrolled through, to read content below the first screen
     (test_lazy_cards_draw_when_scrolled_into_view tests the scrolling itself)."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
-    context.add_init_script(DRAW_ALL_JS)
+    if request.node.get_closest_marker("draw_all") is not None:
+        context.add_init_script(DRAW_ALL_JS)
     tab = context.new_page()
     tab.errors = []
     tab.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
