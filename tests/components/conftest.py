@@ -225,6 +225,38 @@ def ui(dash_app):
     return DashClient(client)
 
 
+@pytest.fixture(scope="module")
+def _module_app(tmp_path_factory):
+    """The dash_app of `ui`, built once per module (for modules whose tests change neither data nor settings)."""
+    from app import create_app
+    from components.server.settings import Settings
+
+    root = tmp_path_factory.mktemp("ui-module")
+    data = root / "data"
+    data.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HELIOS_DATA_DIR", str(data))  # as data_root sets it for dash_app
+        write_small("helios-synth", data)
+        write_small("philly-mini", data, n_jobs=800, clusters=("Philly",))
+        app = create_app(Settings(data_dir=data, cache_dir=root / "cache"))
+        assert app.server.test_client().get("/").status_code == 200  # the first request sets up the pages router
+    return app, data
+
+
+@pytest.fixture
+def module_ui(_module_app, monkeypatch):
+    """As `ui`, over an app shared by the module's tests: each test gets a fresh client (no cookies) and an empty
+    query cache, so every query it causes runs (and reaches DuckDB) as on a fresh app."""
+    from components.server import cache as query_cache
+
+    app, data = _module_app
+    monkeypatch.setenv("HELIOS_DATA_DIR", str(data))
+    with app.server.app_context():
+        query_cache.cache.clear()
+    query_cache._local.clear()
+    return DashClient(app.server.test_client())
+
+
 # --- A real browser, shared by every browser test of the session ---------------------------------------
 
 
