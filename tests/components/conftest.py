@@ -225,6 +225,38 @@ def ui(dash_app):
     return DashClient(client)
 
 
+@pytest.fixture(scope="module")
+def _module_app(tmp_path_factory):
+    """The dash_app of `ui`, built once per module (for modules whose tests change neither data nor settings)."""
+    from app import create_app
+    from components.server.settings import Settings
+
+    root = tmp_path_factory.mktemp("ui-module")
+    data = root / "data"
+    data.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HELIOS_DATA_DIR", str(data))  # as data_root sets it for dash_app
+        write_small("helios-synth", data)
+        write_small("philly-mini", data, n_jobs=800, clusters=("Philly",))
+        app = create_app(Settings(data_dir=data, cache_dir=root / "cache"))
+        assert app.server.test_client().get("/").status_code == 200  # the first request sets up the pages router
+    return app, data
+
+
+@pytest.fixture
+def module_ui(_module_app, monkeypatch):
+    """As `ui`, over an app shared by the module's tests: each test gets a fresh client (no cookies) and an empty
+    query cache, so every query it causes runs (and reaches DuckDB) as on a fresh app."""
+    from components.server import cache as query_cache
+
+    app, data = _module_app
+    monkeypatch.setenv("HELIOS_DATA_DIR", str(data))
+    with app.server.app_context():
+        query_cache.cache.clear()
+    query_cache._local.clear()
+    return DashClient(app.server.test_client())
+
+
 # --- A real browser, shared by every browser test of the session ---------------------------------------
 
 
@@ -250,12 +282,14 @@ DRAW_ALL_JS = "window.HELIOS_DRAW_ALL = true;"
 
 
 @pytest.fixture
-def page(browser):
-    """A fresh 1440x900 tab that records console errors in page.errors; every figure card asks for its figure at
-    once (window.HELIOS_DRAW_ALL), as if scrolled through, so that tests can read figures below the first screen
+def page(browser, request):
+    """A fresh 1440x900 tab that records console errors in page.errors. Figure cards and tables below the first
+    screen ask for their content only once scrolled to, as for a user; a test marked `draw_all` gets every one at
+    once (window.HELIOS_DRAW_ALL), as if scrolled through, to read content below the first screen
     (test_lazy_cards_draw_when_scrolled_into_view tests the scrolling itself)."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
-    context.add_init_script(DRAW_ALL_JS)
+    if request.node.get_closest_marker("draw_all") is not None:
+        context.add_init_script(DRAW_ALL_JS)
     tab = context.new_page()
     tab.errors = []
     tab.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)

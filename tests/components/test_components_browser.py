@@ -92,6 +92,7 @@ def test_a_table_below_the_first_screen_is_built_once_scrolled_to(browser, serve
         context.close()
 
 
+@pytest.mark.draw_all
 @pytest.mark.parametrize("path", PAGES)
 def test_every_page_opens_without_console_errors(page, server_url, path):
     open_page(page, server_url + path)
@@ -161,6 +162,7 @@ def test_a_shared_url_restores_the_same_view(page, server_url):
 
 def test_clicking_a_vc_drills_the_dashboard_down_to_it(page, server_url):
     open_page(page, server_url + "/cluster")
+    _slot(page, "vc_util").scroll_into_view_if_needed()  # a card below the first screen: drawn once scrolled to
     title = "Utilisation per virtual cluster (click a VC to filter)"
     page.wait_for_selector(f"text.gtitle:text-is('{title}')")
     plot = page.locator(".js-plotly-plot", has=page.locator(f"text.gtitle:text-is('{title}')"))
@@ -173,6 +175,7 @@ def test_clicking_a_vc_drills_the_dashboard_down_to_it(page, server_url):
     assert page.errors == []
 
 
+@pytest.mark.draw_all
 def test_the_job_explorer_pages_through_the_server(page, server_url):
     open_page(page, server_url + "/jobs?cluster=Earth")
     page.wait_for_selector("#jobs-grid .ag-row")

@@ -19,6 +19,12 @@ GRID_OUTPUTS = [
 ]
 
 
+@pytest.fixture
+def ui(module_ui):
+    """The small-data app, built once for this module's read-only requests; an empty query cache per test."""
+    return module_ui
+
+
 def assert_bound_only(texts: list[str], payload: str) -> None:
     """The payload never appears in an SQL text (it can only have been bound as a value)."""
     assert texts, "no SQL ran: the test proves nothing"

@@ -28,6 +28,12 @@ PAGE_KEYS = {"/compare": ("cmp", "ref"), "/whatif": ("pol", "placer", "est", "no
 PAGES = ("/", "/cluster", "/jobs", "/users", "/compare", "/data", "/whatif")
 
 
+@pytest.fixture
+def ui(module_ui):
+    """The small-data app, built once for this module's read-only requests; an empty query cache per test."""
+    return module_ui
+
+
 def _marker(payload: str) -> str:
     """The part of a payload whose presence in an SQL text would prove it was spliced in."""
     return payload.split(",")[0][:64]

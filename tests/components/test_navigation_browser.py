@@ -64,6 +64,7 @@ def _oracle_count(data, search: str) -> int:
     return polars_ref.ref_jobs(ds, to_filter(state)).height
 
 
+@pytest.mark.draw_all
 def test_running_during_a_relative_range_stays_in_the_link_and_counts_like_the_reference(page, nav_server):
     url, data = nav_server
     search = "?ds=helios-synth&cluster=Earth&range=7d"
@@ -85,6 +86,7 @@ def test_running_during_a_relative_range_stays_in_the_link_and_counts_like_the_r
     assert page.errors == []
 
 
+@pytest.mark.draw_all
 def test_running_during_on_a_trace_without_start_times_says_it_cannot_apply(page, nav_server):
     url, _ = nav_server
     _open(page, f"{url}/jobs?ds=philly&range=30d&time=running")
@@ -130,6 +132,7 @@ def test_the_job_page_shows_the_record_timeline_and_who_held_the_gpus(page, nav_
     assert page.errors == []
 
 
+@pytest.mark.draw_all
 def test_job_ids_in_the_explorer_link_to_their_page(page, nav_server):
     url, _ = nav_server
     _open(page, f"{url}/jobs?ds=helios-synth&cluster=Venus")

@@ -125,6 +125,9 @@ def test_one_client_runs_one_scenario_at_a_time_with_a_clear_message(browser, se
         message = other.locator("#whatif-error").inner_text()
         assert "HELIOS_MAX_RUNS_PER_USER" in message and "wait for it to finish or cancel it" in message
         assert len(_runs(server)) == 1  # the first run goes on, alone
+        # Cancelled now, the first run does not go on for UNPOLLED_S after its page closes (the next test waits).
+        tab.locator("#whatif-cancel").click()
+        tab.wait_for_function("document.getElementById('whatif-status').innerText === 'cancelled'")
     finally:
         first.close()
         if second is not None:

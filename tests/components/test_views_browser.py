@@ -73,6 +73,7 @@ def figure_lines(tab, title: str) -> dict[str, dict]:
     return plot.evaluate("el => Object.fromEntries(el.data.map(t => [t.name, t.line || {}]))")
 
 
+@pytest.mark.draw_all
 def test_the_leaderboard_sorts_and_filters_on_exact_values_shown_in_human_units(page, server_url):
     settle(page, server_url + "/users")
     page.wait_for_selector("#users-board .ag-row")
@@ -98,6 +99,7 @@ def test_the_leaderboard_sorts_and_filters_on_exact_values_shown_in_human_units(
     assert page.errors == []
 
 
+@pytest.mark.draw_all
 def test_the_grid_export_writes_exact_values_and_quotes_formulas(page, server_url):
     settle(page, server_url + "/users?ds=hostile")
     page.wait_for_selector("#users-board .ag-row")
@@ -114,6 +116,7 @@ def test_the_grid_export_writes_exact_values_and_quotes_formulas(page, server_ur
     assert page.errors == []
 
 
+@pytest.mark.draw_all
 def test_numbers_read_in_human_units_with_the_exact_value_on_hover(page, server_url):
     settle(page, server_url + "/")
     page.wait_for_selector("#overview-table .ag-row")
