@@ -51,8 +51,9 @@ METRICS: tuple[str, ...] = (
 )
 NONE = "(none)"
 # URL parameters of the sweep (beside the form's): parameter, its values, second parameter, its values, metric;
-# sweep=1 runs it (or shows it from the cache) when the page opens.
+# AUTORUN_KEY=1 (sweep=1) runs it (or shows it from the cache) when the page opens.
 URL_KEYS: dict[str, str] = {"sx": X_PARAM, "sxv": X_VALUES, "sy": Y_PARAM, "syv": Y_VALUES, "sm": METRIC}
+AUTORUN_KEY = "sweep"
 DEFAULTS: dict[str, str] = {"sx": "load_factor", "sxv": "0.8,1.0,1.2", "sy": "policy", "syv": "fifo,sjf,qssf"}
 DEFAULTS["sm"] = "avg_jct_s"
 MAX_VALUES_CHARS = 200
@@ -128,7 +129,7 @@ def section(params: dict[str, str] | None = None) -> dbc.Card:
         controls,
         buttons,
         html.Div(alerts, id=ERROR),
-        dcc.Store(id=AUTORUN, data=(params or {}).get("sweep") == "1" and not problems),
+        dcc.Store(id=AUTORUN, data=(params or {}).get(AUTORUN_KEY) == "1" and not problems),
         _graph(),
     ]
     return dbc.Card(dbc.CardBody(body, className="p-2"), className="mt-3 shadow-sm")
@@ -266,7 +267,7 @@ def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, e
 
 def kept_params(search: str | None) -> dict[str, str]:
     """The sweep's part of a page URL (its settings and sweep=1), which a run keeps when it writes the URL."""
-    return {k: v for k, v in query_params(search or "").items() if k in URL_KEYS or k == "sweep"}
+    return {k: v for k, v in query_params(search or "").items() if k in URL_KEYS or k == AUTORUN_KEY}
 
 
 def sweep_url(n_clicks, x, xv, y, yv, metric, policy_values, energy_values, search, *values) -> str:
@@ -281,7 +282,7 @@ def sweep_url(n_clicks, x, xv, y, yv, metric, policy_values, energy_values, sear
     if before.get("run") != "1":
         params.pop("run", None)
     settings_now = {"sx": x, "sxv": xv, "sy": y, "syv": yv, "sm": metric}
-    params.update({k: str(v) for k, v in settings_now.items() if v is not None}, sweep="1")
+    params.update({k: str(v) for k, v in settings_now.items() if v is not None}, **{AUTORUN_KEY: "1"})
     return "?" + urlencode(params, safe=",")
 
 

@@ -113,11 +113,16 @@ def write_small_fixture():
     return write_small
 
 
+def write_small_pair(root: Path) -> None:
+    """Write `helios-synth` (two clusters) and `philly-mini` (one cluster) into root."""
+    write_small("helios-synth", root)
+    write_small("philly-mini", root, n_jobs=800, clusters=("Philly",))
+
+
 @pytest.fixture
 def small_data(data_root):
     """The data folder holding `helios-synth` (two clusters) and `philly-mini` (one cluster)."""
-    write_small("helios-synth", data_root)
-    write_small("philly-mini", data_root, n_jobs=800, clusters=("Philly",))
+    write_small_pair(data_root)
     return data_root
 
 
@@ -236,8 +241,7 @@ def _module_app(tmp_path_factory):
     data.mkdir()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HELIOS_DATA_DIR", str(data))  # as data_root sets it for dash_app
-        write_small("helios-synth", data)
-        write_small("philly-mini", data, n_jobs=800, clusters=("Philly",))
+        write_small_pair(data)
         app = create_app(Settings(data_dir=data, cache_dir=root / "cache"))
         assert app.server.test_client().get("/").status_code == 200  # the first request sets up the pages router
     return app, data
