@@ -44,7 +44,7 @@ def server_url(tmp_path_factory, chromium_path, write_small, gunicorn_app) -> st
     env = {**os.environ, "HELIOS_DATA_DIR": str(data), "HELIOS_CACHE_DIR": str(root / "cache")}
     env["HELIOS_ANONYMOUS_ROLE"] = "admin"
     env["HELIOS_BG_INTERVAL_MS"] = "250"
-    env["HELIOS_MAX_RUNS_PER_USER"] = "4"  # one address drives every test: a sweep left behind must not block a run
+    env["HELIOS_MAX_RUNS_PER_USER"] = "4"  # one address drives every test: a run left behind must not block the next
     env.pop("HELIOS_REDIS_URL", None)
     with gunicorn_app(root / "server.log", env, timeout_s=120) as url:
         urllib.request.urlopen(url + "/", timeout=60).read()  # the first page view sets up the pages router
