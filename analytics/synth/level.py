@@ -16,6 +16,7 @@ import numpy as np
 HOUR_S = 3600
 DAY_S = 86_400
 HEAVY_SHARE = 0.8  # the biggest jobs (by GPU time) holding this share of the GPU time are levelled
+SHORT_RHYTHM_FLOOR = 0.1  # the short jobs' rhythm keeps at least this share of the published one in every hour
 
 
 def follow_envelope(
@@ -110,3 +111,32 @@ def _best_start(
     peak = ((busy[hours] + gpus) / cap[hours]).max(axis=1)
     best = np.flatnonzero(peak <= peak.min() + 1e-9)
     return int(starts[best[np.argmin(np.abs(days[best] - day))]])
+
+
+def split_rhythm(
+    submit_s: np.ndarray, duration_s: np.ndarray, per_hour: np.ndarray, long_s: int, exponent: float
+) -> np.ndarray:
+    """New submit seconds on the same days: the jobs at least long_s long follow the hourly rhythm per_hour raised to
+    exponent (flatter below 1, sharper above), the shorter ones the rest of per_hour, so all jobs together keep it;
+    each job keeps its quantile of the time of day."""
+    out = np.asarray(submit_s, dtype=np.int64).copy()
+    rhythm = np.asarray(per_hour, dtype=float) / np.sum(per_hour)
+    long = np.asarray(duration_s) >= long_s
+    if exponent == 1.0 or not long.any() or long.all():
+        return out
+    share = long.mean()
+    long_rhythm = rhythm**exponent / np.sum(rhythm**exponent)
+    short_rhythm = np.maximum(rhythm - share * long_rhythm, SHORT_RHYTHM_FLOOR * rhythm) / (1 - share)
+    for rows, target in ((long, long_rhythm), (~long, short_rhythm)):
+        day, tod = out[rows] // DAY_S, out[rows] % DAY_S
+        out[rows] = day * DAY_S + remap_time_of_day(tod, rhythm, target)
+    return out
+
+
+def remap_time_of_day(tod_s: np.ndarray, from_per_hour: np.ndarray, to_per_hour: np.ndarray) -> np.ndarray:
+    """Seconds of the day moved from one hourly rhythm to another by quantile (uniform within each hour)."""
+    grid_s = np.arange(25) * HOUR_S
+    cdf_from = np.concatenate([[0.0], np.cumsum(from_per_hour)]) / np.sum(from_per_hour)
+    cdf_to = np.concatenate([[0.0], np.cumsum(to_per_hour)]) / np.sum(to_per_hour)
+    moved = np.interp(np.interp(tod_s, grid_s, cdf_from), cdf_to, grid_s)
+    return np.clip(np.floor(moved), 0, DAY_S - 1).astype(np.int64)
