@@ -161,9 +161,7 @@ def _kill_mid_run(tab, server) -> None:
     assert workers, "no gunicorn worker found"
     for worker in workers:
         worker.kill()
-    # The page learns of the lost run from the worker gunicorn starts in place of the killed one: on a loaded machine
-    # (two test workers, other processes) that worker takes longer than 30 s to boot and answer the next poll.
-    tab.wait_for_selector("#whatif-run:not([disabled])", timeout=90_000)
+    tab.wait_for_selector("#whatif-run:not([disabled])", timeout=30_000)
     tab.wait_for_function("document.getElementById('whatif-error').innerText.includes('without a result')")
     assert tab.locator("#whatif-status").inner_text() == "failed"
     assert tab.locator("#whatif-results table").count() == 0
