@@ -127,7 +127,7 @@ def _wait_for(url: str, timeout_s: float) -> int:
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
                 return resp.status
-        except (urllib.error.URLError, ConnectionError):
+        except (urllib.error.URLError, ConnectionError, TimeoutError):  # a booting worker may not answer in 5 s
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.3)
