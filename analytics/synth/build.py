@@ -66,9 +66,12 @@ TAIL_SHARE = 0.01  # the longest CPU jobs, scaled to the published mean duration
 CPU_ONLY_USERS = 0.08  # share of users without GPU jobs (the bottom of the GPU-time ranking)
 MIN_SCALE, MAX_SCALE = 1e-4, 10.0  # 336 jobs .. 33.6 M jobs
 GENERATE_STAGES = 4  # progress stages of generate()
-# Clusters whose 10 largest VCs take Fig 4's ten shapes once each (analytics.synth.profiles.top_levels). Venus would
-# pass its range so too, but it is drawn first from the stream the clusters share: its different number of draws
-# reshuffles Earth's jobs, and on seed 0 five of Earth's Fig 4 checks then fail (left until each cluster has a stream).
+# Clusters whose 10 largest VCs take Fig 4's ten shapes once each (analytics.synth.profiles.top_levels) and whose jobs'
+# VCs are drawn against the GPU time each VC lacks in the calendar months they run in (analytics.synth.assign). Venus
+# would pass its range so too, but it is drawn first from the stream the clusters share, and its number of draws
+# depends on its VCs: the GPU users left without a job get five light jobs each (_hand_light_items; 9 users on seed 0,
+# 5 with Venus here), so Earth's jobs are reshuffled and on seed 0 eight of Earth's checks then fail (left until each
+# cluster has a stream).
 SPREAD_CLUSTERS = ("Saturn", "Uranus")
 LONG_JOB_S = 3600  # GPU jobs at least this long follow their own hourly rhythm (LONG_JOB_RHYTHM)
 # Fig 2b's hourly rhythm raised to this power is the long GPU jobs' (the short ones take the rest, so all together
@@ -76,6 +79,7 @@ LONG_JOB_S = 3600  # GPU jobs at least this long follow their own hourly rhythm 
 # published one, on seeds 0 and 1 alike (docs/synthetic-queueing.md); only the sum of the two rhythms is published.
 LONG_JOB_RHYTHM = {"Venus": 0.5, "Earth": 2.2, "Saturn": 1.0, "Uranus": 0.2}
 STATES_STREAM = 3  # the final states draw from np.random.default_rng([seed, STATES_STREAM])
+TABLES_STREAM = 4  # the recorded waits, CPU jobs' VCs, job order, CPUs and raw states: default_rng([seed, 4])
 BUILD_STAGES = GENERATE_STAGES + 1  # ... plus writing
 FULL_PASSES = 3  # calibration passes on all jobs after the sample
 ATTRIBUTION = (
@@ -142,7 +146,9 @@ def generate(params: SynthParams, progress: Progress | None = None) -> tuple[pl.
         # their own stream: how many draws the per-cluster stages take does not reshuffle the states of every cluster
         states = _states(np.random.default_rng([params.seed, STATES_STREAM]), clusters)
     with prog.stage("queueing, VCs and tables"):
-        jobs = schema.conform_jobs(pl.concat([_table(rng, c, s) for c, s in zip(clusters, states, strict=True)]))
+        # their own stream too: the number of draws of the clusters' stages does not reshuffle Earth's recorded waits
+        table_rng = np.random.default_rng([params.seed, TABLES_STREAM])
+        jobs = schema.conform_jobs(pl.concat([_table(table_rng, c, s) for c, s in zip(clusters, states, strict=True)]))
         vc_gpus = pl.concat([c.cap.table for c in clusters])
     return jobs, vc_gpus
 
@@ -239,7 +245,9 @@ def _place_in_vcs(
         norm_duration_pct=np.array([p.norm_duration_pct for p in profiles]),
     )
     month = _month_index(submit_s)
-    vc = assign_vcs(rng, targets, month, gpus, duration_s, _month_min_gpus(cap, submit_s, duration_s))
+    min_gpus = _month_min_gpus(cap, submit_s, duration_s)
+    run_work = _run_work_by_month(submit_s, duration_s, gpus) if cluster in SPREAD_CLUSTERS else None
+    vc = assign_vcs(rng, targets, month, gpus, duration_s, min_gpus, run_work)
     month_days = (_month_edges_s() // 86400).astype(np.int64)
     weekday = WEEKDAY_FACTOR[[d.weekday() for d in days]]
     submit_s = follow_envelope(rng, submit_s, duration_s, vc, busy * weekday[None, :], month_days)
@@ -247,6 +255,14 @@ def _place_in_vcs(
         rows = np.flatnonzero(vc == v)
         submit_s[rows] = level_heavy_jobs(submit_s[rows], duration_s[rows], gpus[rows], busy[v], month_days)
     return vc, submit_s, np.array([p.norm_queue_pct for p in profiles])
+
+
+def _run_work_by_month(submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+    """GPU time (GPU s) of each job (jobs x months) in each calendar month, if it runs from its submit second."""
+    edges = _month_edges_s()
+    end = submit_s + np.maximum(duration_s, 1)
+    overlap = np.minimum(end[:, None], edges[None, 1:]) - np.maximum(submit_s[:, None], edges[None, :-1])
+    return np.maximum(overlap, 0) * gpus[:, None].astype(float)
 
 
 def _month_min_gpus(cap: Capacity, submit_s: np.ndarray, duration_s: np.ndarray) -> np.ndarray:

@@ -94,6 +94,28 @@ def test_jobs_go_only_to_vcs_that_hold_them_and_vcs_get_their_share_of_gpu_time(
     assert gpus[vc == 0].mean() == pytest.approx(9.0, rel=0.25)
 
 
+def test_drawn_in_the_months_they_run_in_small_vcs_get_their_share_of_each_calendar_month():
+    # a large VC alone holds the 64-GPU jobs; the long jobs of a few GPUs fit anywhere and many run into month 1
+    rng = np.random.default_rng(5)
+    n = 20_000
+    gpus = np.where(rng.random(n) < 0.05, 64, rng.choice([1, 2, 4, 8], n))
+    dur = np.minimum(rng.lognormal(8, 2, n), 20 * DAY_S).astype(np.int64) + 1
+    submit = rng.integers(0, 60 * DAY_S, n)
+    month = submit // (30 * DAY_S)
+    edges = np.array([0, 30, 60]) * DAY_S
+    end = submit + dur
+    overlap = np.minimum(end[:, None], edges[None, 1:]) - np.maximum(submit[:, None], edges[None, :-1])
+    run_work = np.maximum(overlap, 0) * gpus[:, None].astype(float)
+    min_gpus = np.tile(np.array([256, 32, 32, 16], dtype=np.int32), (n, 1))
+    share = np.array([[0.7, 0.6], [0.1, 0.2], [0.15, 0.1], [0.05, 0.1]])
+    targets = Targets(share, np.zeros(4, dtype=bool), np.zeros(4), np.zeros(4))
+    vc = assign_vcs(rng, targets, month, gpus, dur, min_gpus, run_work)
+    assert fitting_vcs(min_gpus, gpus)[np.arange(n), vc].all()
+    for m in (0, 1):
+        got = np.bincount(vc, weights=run_work[:, m], minlength=4) / run_work[:, m].sum()
+        assert got == pytest.approx(share[:, m], rel=0.1)
+
+
 def test_follow_envelope_keeps_time_of_day_and_month_and_avoids_days_without_weight():
     rng = np.random.default_rng(4)
     months = np.array([0, 30, 61])
