@@ -1,4 +1,7 @@
-"""Background-callback manager: DiskcacheManager by default, CeleryManager on Redis with HELIOS_REDIS_URL."""
+"""Background-callback manager: DiskcacheManager by default, CeleryManager on Redis with HELIOS_REDIS_URL.
+
+A poll that meets a network error (a server worker restarting) is sent again by assets/poll_retry.js.
+"""
 
 from __future__ import annotations
 

@@ -167,6 +167,31 @@ def _kill_mid_run(tab, server) -> None:
     assert tab.locator("#whatif-results table").count() == 0
 
 
+def test_a_progress_poll_cut_by_a_network_error_is_tried_again(page, server):
+    """Dash ends a background run's poll chain on a network error; assets/poll_retry.js sends the poll again."""
+    base, _ = server
+    cut: list[str] = []
+
+    def cut_twice(route):
+        if len(cut) < 2:
+            cut.append(route.request.url)
+            route.abort("connectionreset")
+        else:
+            route.continue_()
+
+    page.route("**/_dash-update-component?*job=*", cut_twice)
+    page.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth&pol=fifo,sjf&cap=1.3")
+    page.wait_for_load_state("networkidle")
+    page.locator("#whatif-run").click()
+    try:
+        page.wait_for_selector("#whatif-row-sjf", timeout=60_000)
+    except Exception as exc:
+        raise AssertionError(f"{exc}\n{_explain(page)}") from exc
+    assert len(cut) == 2
+    assert page.locator("#whatif-status").inner_text().startswith("ran in")
+    assert page.locator("#whatif-error").inner_text() == ""
+
+
 SHARED_RUN_AND_SWEEP = (
     "/whatif?ds=helios-synth&cluster=Earth&pol=fifo,sjf&cap=1.1&run=1"
     "&sx=load_factor&sxv=1,1.2&sy=policy&syv=fifo,sjf&sm=avg_queue_s&sweep=1"
