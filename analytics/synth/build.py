@@ -74,6 +74,10 @@ GENERATE_STAGES = 4  # progress stages of generate()
 # cluster its own stream as well passes Venus' spread on seeds 0-7 but fails its daily swings more often: fewer checks
 # pass on average (docs/fidelity.md, "Changes judged this way").
 SPREAD_CLUSTERS = ("Saturn", "Uranus")
+# Clusters whose jobs' VCs are drawn against each VC's lack in the calendar months they run in: the spread clusters
+# and Earth, whose Fig 4 boxes count May's GPU time whatever month a job was submitted in (counted by submit month,
+# vcTJs lost 191 of its May GPU-days to June on seed 0). Venus stays by submit month for the reason above.
+CALENDAR_CLUSTERS = (*SPREAD_CLUSTERS, FIG4.cluster)
 LONG_JOB_S = 3600  # GPU jobs at least this long follow their own hourly rhythm (LONG_JOB_RHYTHM)
 # Fig 2b's hourly rhythm raised to this power is the long GPU jobs' (the short ones take the rest, so all together
 # keep Fig 2b): the power that brings the built trace's daily swing of utilisation (Fig 2a, max - min) to the
@@ -237,7 +241,8 @@ def _place_in_vcs(
     gpu_days = np.stack([cap.gpus_by_day[:, month_of_day == m].sum(axis=1) for m in MONTHS], axis=1).astype(float)
     fixed = top_levels(profiles, top, gpu_days, level)
     shifts = monthly_shifts(cluster, profiles, named, gpu_days, level, MONTHS, fixed)
-    busy = envelope(rng, profiles, named, shifts, cap.gpus_by_day, days, MONTHS, fixed)
+    run_days = _run_days_by_month(submit_s, duration_s, gpus)
+    busy = envelope(rng, profiles, named, shifts, cap.gpus_by_day, days, MONTHS, fixed, run_days)
     by_month = np.stack([busy[:, month_of_day == m].sum(axis=1) for m in MONTHS], axis=1)
     targets = Targets(
         gpu_time_share=by_month / np.maximum(by_month.sum(axis=0, keepdims=True), 1e-9),
@@ -247,7 +252,8 @@ def _place_in_vcs(
     )
     month = _month_index(submit_s)
     min_gpus = _month_min_gpus(cap, submit_s, duration_s)
-    run_work = _run_work_by_month(submit_s, np.maximum(duration_s, 1), gpus) if cluster in SPREAD_CLUSTERS else None
+    in_months = cluster in CALENDAR_CLUSTERS
+    run_work = _run_work_by_month(submit_s, np.maximum(duration_s, 1), gpus) if in_months else None
     vc = assign_vcs(rng, targets, month, gpus, duration_s, min_gpus, run_work)
     month_days = (_month_edges_s() // 86400).astype(np.int64)
     weekday = WEEKDAY_FACTOR[[d.weekday() for d in days]]
@@ -256,6 +262,15 @@ def _place_in_vcs(
         rows = np.flatnonzero(vc == v)
         submit_s[rows] = level_heavy_jobs(submit_s[rows], duration_s[rows], gpus[rows], busy[v], month_days)
     return vc, submit_s, np.array([p.norm_queue_pct for p in profiles])
+
+
+def _run_days_by_month(submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+    """Per month, the GPU-time-weighted mean duration (whole days, at least 1) of the GPU jobs submitted in it: how
+    long the runs that hold a GPU-second of that month last."""
+    month, seconds = _month_index(submit_s), np.maximum(duration_s, 1).astype(float)
+    work = np.bincount(month, gpus * seconds, len(MONTHS))
+    weighted_s = np.bincount(month, gpus * seconds**2, len(MONTHS)) / np.maximum(work, 1e-9)
+    return np.maximum(np.round(weighted_s / 86400), 1).astype(np.int64)
 
 
 def _run_work_by_month(submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:

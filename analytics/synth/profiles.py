@@ -6,9 +6,11 @@ whisker ends, quartiles and median joined linearly, below them the share of idle
 published one. Each month moves the log-odds of the shapes' values by one shift per cluster (idle and full time stay
 so) so that the cluster's GPU time is Fig 3's utilisation of its GPUs; in the figure's month Earth's ten keep their
 published shapes and its other VCs share what is left. The envelope is the resulting busy GPUs of every VC and day:
-for Earth's ten, each month's days take the shape's quantiles in a random order, so the VC is busy, idle or full for
-whole days as the figure's boxes say (a full day asks for HEADROOM_PCT less than the VC's GPUs: the jobs that
-overflow it would queue); every other VC is as busy every day as its shape's mean.
+for Earth's ten, each month's days take the shape's quantiles in a random order smoothed into runs of days about as
+long as the jobs that hold the month's GPU time, so the VC is busy, idle or full for whole stretches as the figure's
+boxes say, and a full day asks for all its GPUs (the figure's 100 % is every GPU busy: the queue keeps it so); every
+other VC is as busy every day as its shape's mean, at most HEADROOM_PCT below its GPUs (its box is not published, and
+the jobs that overflow a full VC would queue).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ _PROBS = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
 _GRID = (np.arange(2000) + 0.5) / 2000  # probabilities the means are taken over
 MAX_SHIFT = 8.0  # log-odds a month may move the shapes by
 REST_MAX_PCT = 95.0  # the smaller VCs of a cluster are at most this busy in a month, its largest keep Fig 4's spread
-HEADROOM_PCT = 3.0  # a saturated day asks for this much less than the VC's GPUs: jobs that overflow would queue
+HEADROOM_PCT = 3.0  # a saturated day of a VC without a published box asks for this much less than its GPUs
 
 
 @dataclass(frozen=True)
@@ -39,15 +41,15 @@ class Profile:
     norm_duration_pct: float
     norm_queue_pct: float
 
-    def quantiles(self, p: np.ndarray, shift: float = 0.0) -> np.ndarray:
+    def quantiles(self, p: np.ndarray, shift: float = 0.0, full_pct: float = 100 - HEADROOM_PCT) -> np.ndarray:
         """Utilisation (%) at probabilities p of the shape with its log-odds moved by shift (idle and full time stay
-        so), at most 100 - HEADROOM_PCT."""
+        so), at most full_pct."""
         above = np.clip((p - self.idle_share) / (1.0 - self.idle_share), 0.0, 1.0)
         values = np.where(p < self.idle_share, 0.0, np.interp(above, _PROBS, self.points_pct)) / 100
         inner = (values > 0) & (values < 1)
         odds = np.log(np.where(inner, values, 0.5) / np.where(inner, 1 - values, 0.5)) + shift
         moved = np.where(inner, 1 / (1 + np.exp(-odds)), values)
-        return np.minimum(100 * moved, 100 - HEADROOM_PCT)
+        return np.minimum(100 * moved, full_pct)
 
     def mean_pct(self, shift: float = 0.0) -> float:
         """Mean utilisation (%) of the shape with its log-odds moved by shift."""
@@ -206,6 +208,16 @@ def monthly_shifts(
     return out
 
 
+def in_runs(p: np.ndarray, run_days: int) -> np.ndarray:
+    """The values p reordered so that days near each other get values near each other: p's sorted values in the
+    order of its moving average over run_days days (the same values, so the month's shape stays)."""
+    if run_days <= 1 or len(p) <= 1:
+        return p
+    kernel = np.ones(run_days)
+    smooth = np.convolve(p, kernel, mode="same") / np.convolve(np.ones(len(p)), kernel, mode="same")
+    return np.sort(p)[np.argsort(np.argsort(smooth, kind="stable"), kind="stable")]
+
+
 def envelope(
     rng: np.random.Generator,
     profiles: list[Profile],
@@ -215,11 +227,13 @@ def envelope(
     days: list[date],
     months: tuple[int, ...],
     fixed: np.ndarray | None = None,
+    run_days: np.ndarray | None = None,
 ) -> np.ndarray:
     """Busy GPUs each VC should have on each day (VCs x days), times the day's GPUs: for the figure's named VCs, per
-    month the shape at evenly spread probabilities in a random order, moved by the month's shift (their boxes are
-    published); for the others the shape's mean every day of the month (only their spread of means is held to the
-    figure, and even days queue least)."""
+    month the shape at evenly spread probabilities in a random order put into runs of run_days (per month; see
+    in_runs), moved by the month's shift, full days at 100 % (their boxes are published); for the others the
+    shape's mean every day of the month (only their spread of means is held to the figure, and even days queue
+    least)."""
     month_of_day = np.array([d.month for d in days])
     out = np.zeros(gpus_by_day.shape)
     for v, profile in enumerate(profiles):
@@ -227,7 +241,8 @@ def envelope(
             idx = np.flatnonzero(month_of_day == month)
             if named[v]:
                 p = (rng.permutation(len(idx)) + rng.random(len(idx))) / len(idx)
-                level = profile.quantiles(p, shifts[v, m])
+                p = in_runs(p, 1 if run_days is None else int(run_days[m]))
+                level = profile.quantiles(p, shifts[v, m], full_pct=100.0)
             elif fixed is not None and np.isfinite(fixed[v, m]):
                 level = np.full(len(idx), fixed[v, m])
             else:

@@ -14,6 +14,7 @@ from analytics.synth.level import DAY_S, follow_envelope
 from analytics.synth.profiles import (
     HEADROOM_PCT,
     envelope,
+    in_runs,
     largest_vcs,
     monthly_shifts,
     published_profiles,
@@ -70,8 +71,16 @@ def test_the_envelope_gives_a_named_vc_its_box_over_the_days_and_the_others_thei
     busy = envelope(rng, profiles, named, np.zeros((2, 1)), np.full((2, 31), 64.0), days, (5,))
     share = busy / 64 * 100
     assert share[0].mean() == pytest.approx(profiles[0].mean_pct(), abs=2)
-    assert (share[0] == 0).sum() >= 7 and (share[0] == 100 - HEADROOM_PCT).sum() >= 7  # idle and full days
+    assert (share[0] == 0).sum() >= 7 and (share[0] == 100).sum() >= 7  # idle and full (every GPU busy) days
     assert np.ptp(share[1]) == 0  # every day the same
+
+
+def test_days_in_runs_keep_the_values_and_put_near_values_on_near_days():
+    p = (np.random.default_rng(4).permutation(31) + 0.5) / 31
+    assert in_runs(p, 1) is p
+    runs = in_runs(p, 4)
+    assert np.sort(runs).tolist() == np.sort(p).tolist()  # the same values: the month's box stays
+    assert np.abs(np.diff(runs)).mean() < 0.7 * np.abs(np.diff(p)).mean()  # neighbouring days alike
 
 
 def test_jobs_go_only_to_vcs_that_hold_them_and_vcs_get_their_share_of_gpu_time():
