@@ -8,8 +8,9 @@ terms set the GPU time, the slopes (fitted for the named VCs only) their job mix
 are published, so at each round the named VCs' mean durations are held to a line through the published values (an
 affine map of them: min-max normalisation cannot tell it from them) placed where the current means put it. The fit
 runs on the jobs grouped into cells (month, GPUs, power-of-two duration), every job counted. The heaviest jobs are
-then drawn against the GPU time their VCs still lack; on the clusters held to Fig 4's spread, in the calendar months
-they run in and relative to what the jobs left are expected to bring (_draw_heavy_in_months).
+then drawn against the GPU time their VCs still lack; given each job's GPU time per calendar month (Earth, Saturn and
+Uranus: analytics.synth.build.CALENDAR_CLUSTERS), in the calendar months they run in and relative to what the jobs
+left are expected to bring (_draw_heavy_in_months).
 """
 
 from __future__ import annotations
