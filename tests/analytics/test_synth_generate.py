@@ -12,7 +12,7 @@ import pytest
 import cli
 from analytics import schema, store
 from analytics.reference import CLUSTERS, summary_rows
-from analytics.synth.build import SynthParams, _achievable, build_dataset, generate
+from analytics.synth.build import SynthParams, _achievable, _run_days_by_month, build_dataset, generate
 
 SCALE = 0.01
 
@@ -153,3 +153,13 @@ def test_user_completion_ratios_move_to_bins_their_users_can_reach():
     assert sorted(bins.tolist()) == sorted(np.minimum(np.floor(ratio * 10), 9).tolist())  # the histogram stays
     assert bins[0] == 2 and bins[1] == 1  # 5 jobs cannot complete 10-20 %: swapped with the 7-job user's 25 %
     assert bins[5] == 9 and bins[4] == 5  # 1 job cannot complete half: takes the 10-job user's 95 %
+
+
+def test_run_days_are_the_gpu_time_weighted_mean_duration_of_each_months_jobs():
+    day_s = 86_400
+    submit_s = np.array([0, 10, 40 * day_s])  # two April jobs, one May job
+    duration_s = np.array([10 * day_s, 60, day_s // 4])
+    gpus = np.array([8, 1, 2])
+    run_days = _run_days_by_month(submit_s, duration_s, gpus)
+    assert run_days[:3].tolist() == [10, 1, 1]  # a long 8-GPU job outweighs a minute's; a short run is one day
+    assert (run_days >= 1).all()  # a month without jobs: one day, the random order unchanged
