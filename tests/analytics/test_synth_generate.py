@@ -12,7 +12,7 @@ import pytest
 import cli
 from analytics import schema, store
 from analytics.reference import CLUSTERS, summary_rows
-from analytics.synth.build import SynthParams, _achievable, _run_days_by_month, build_dataset, generate
+from analytics.synth.build import SynthParams, _achievable, _run_days_by_month, _with_gpu_time, build_dataset, generate
 
 SCALE = 0.01
 
@@ -163,3 +163,11 @@ def test_run_days_are_the_gpu_time_weighted_mean_duration_of_each_months_jobs():
     run_days = _run_days_by_month(submit_s, duration_s, gpus)
     assert run_days[:3].tolist() == [10, 1, 1]  # a long 8-GPU job outweighs a minute's; a short run is one day
     assert (run_days >= 1).all()  # a month without jobs: one day, the random order unchanged
+
+
+def test_durations_are_stretched_to_the_gpu_time_asked():
+    duration_s = np.array([1, 100, 10_000])
+    gpus = np.array([1, 2, 8])
+    out = _with_gpu_time(duration_s, gpus, 1.02 * float((gpus * duration_s).sum()))
+    assert out.tolist() == [1, 102, 10_200]  # one factor for every job
+    assert _with_gpu_time(np.zeros(2, np.int64), np.ones(2, np.int64), 5.0).tolist() == [0, 0]  # no GPU time: kept
