@@ -23,6 +23,9 @@ from analytics.store import Dataset
 
 UTIL_REL_PCT = 5.0  # the 24-hour mean utilisation (Fig 2a)
 PHASE_TOL_H = 2.0  # hours the peak of the diurnal curve's 24-hour harmonic may move
+# a curve whose 24-hour harmonic, relative to its mean, is below this share of the published one's has no daily
+# rhythm to time: its peak hour is noise (a flattened trace's lands within PHASE_TOL_H by chance one time in six)
+PHASE_MIN_SWING_SHARE = 0.25
 AMPLITUDE_FLOOR_PP = 2 * READ_FLOOR_PP  # a difference of two read values
 _UTIL_COLUMNS = (
     ("GPU", "gpu_utilization_pct"),
@@ -59,18 +62,34 @@ def monthly_level_checks(ds: Dataset) -> list[Check]:
 
 def harmonic_peak_hour(values: list[float]) -> float | None:
     """Hour of day (0-24) where the 24-hour Fourier component of an hourly curve peaks (None for a flat curve)."""
-    v = np.asarray(values, dtype=float)
-    if len(v) != 24 or not np.isfinite(v).all():
-        return None
-    component = np.sum(v * np.exp(-2j * np.pi * np.arange(24) / 24))
-    if abs(component) < 1e-9 * max(float(np.abs(v).sum()), 1.0):
+    component = _daily_component(values)
+    if component is None or abs(component) < 1e-9 * max(float(np.abs(values).sum()), 1.0):
         return None
     return float(np.angle(component) * 24 / (2 * np.pi)) % 24
 
 
+def relative_daily_swing(values: list[float]) -> float | None:
+    """Size of an hourly curve's 24-hour Fourier component relative to the curve's mean (None if it has none)."""
+    component = _daily_component(values)
+    mean = float(np.mean(values)) if component is not None else 0.0
+    return abs(component) / 24 / mean if component is not None and mean > 0 else None
+
+
+def _daily_component(values: list[float]) -> complex | None:
+    """The 24-hour Fourier component of a curve of 24 finite hourly values, else None."""
+    v = np.asarray(values, dtype=float)
+    if len(v) != 24 or not np.isfinite(v).all():
+        return None
+    return complex(np.sum(v * np.exp(-2j * np.pi * np.arange(24) / 24)))
+
+
 def _phase_check(source: str, cluster: str, stat: str, published: list[float], values: list[float]) -> Check:
-    """The curve's harmonic peak hour within PHASE_TOL_H hours (on the 24-hour circle) of the published one."""
+    """The curve's harmonic peak hour within PHASE_TOL_H hours (on the 24-hour circle) of the published one; a curve
+    without a daily swing (below PHASE_MIN_SWING_SHARE of the published one's) has no peak hour and fails."""
     want, got = harmonic_peak_hour(published), harmonic_peak_hour(values)
+    want_swing, got_swing = relative_daily_swing(published), relative_daily_swing(values)
+    if want_swing is not None and (got_swing is None or got_swing < PHASE_MIN_SWING_SHARE * want_swing):
+        got = None
     diff = None if got is None or want is None else (got - want + 12) % 24 - 12
     ok = diff is not None and abs(diff) <= PHASE_TOL_H
     return Check(cluster, stat, want or 0.0, got, diff, f"±{PHASE_TOL_H:g} h", ok, source)

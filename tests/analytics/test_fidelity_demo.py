@@ -31,14 +31,13 @@ SPREAD_IQR = "inter-quartile range of the 10 largest VCs' mean utilisation (pp, 
 KNOWN_MISSES = {
     ("Fig 3", "Earth", "Apr GPU utilisation %"),
     ("Fig 3", "Earth", "Apr multi-GPU-job utilisation %"),
-    ("Fig 3", "Earth", "Jun GPU utilisation %"),
     ("Fig 3", "Earth", "monthly multi-GPU-job utilisation (shape)"),
-    ("Fig 4", "Earth", "vcMod: median utilisation %"),
     ("Fig 4", "Earth", "vcMod: q3 utilisation %"),
-    ("Fig 4", "Earth", "vcTJs: median utilisation %"),
+    ("Fig 4", "Earth", "vcMod: mean GPU-job duration, min-max normalised %"),
     ("Fig 4", "Earth", "vccaA: q3 utilisation %"),
+    ("Fig 4", "Earth", "vccaA: mean GPU-job duration, min-max normalised %"),
     ("Fig 4", "Venus", SPREAD_RANGE),
-    ("Fig 4", "Venus", SPREAD_IQR),
+    ("Fig 9a", "Venus", "top 5 % users: % of gpu_queue_time"),
 }
 
 
@@ -101,7 +100,6 @@ def test_the_demo_without_a_daily_rhythm_fails_the_diurnal_checks(demo, demo_job
     bad = [c for c in diurnal_checks(flat) if not c.passed]
     for cluster in ("Venus", "Earth", "Saturn", "Uranus"):
         assert any(c.cluster == cluster and c.statistic == AMPLITUDE_2B for c in bad)
-    # the phase of a flat curve is noise: it may land near the published one by chance
-    assert (
-        sum(any(c.cluster == cl and "submissions per hour: hour" in c.statistic for c in bad) for cl in CLUSTERS) >= 3
-    )
+    # a flat curve has no daily peak to time: its phase check fails however its noise falls
+    for cluster in CLUSTERS:
+        assert any(c.cluster == cluster and "submissions per hour: hour" in c.statistic for c in bad)
