@@ -179,6 +179,8 @@ def test_clicking_a_vc_drills_the_dashboard_down_to_it(page, server_url):
 def test_the_job_explorer_pages_through_the_server(page, server_url):
     open_page(page, server_url + "/jobs?cluster=Earth")
     page.wait_for_selector("#jobs-grid .ag-row")
+    # the count can show a moment after the rows (CI read it empty once): wait for it too
+    page.wait_for_function("document.querySelector('#jobs-status').innerText.trim().endsWith(' jobs')")
     status = page.locator("#jobs-status").inner_text()
     assert status.endswith(" jobs") and int(status.split()[0].replace(",", "")) > 100
     first = page.locator("#jobs-grid .ag-row[row-index='0'] [col-id='cluster']").inner_text()
