@@ -152,6 +152,9 @@ def test_a_worker_killed_mid_run_shows_a_clear_failure(page, server):
 
 
 def _kill_mid_run(tab, server) -> None:
+    """Kill the serving workers and their children (the run's job and process) while a run is on: the page must say
+    the run was lost, not stay "running…". (A job that outlives a worker killed alone is picked up by the retried
+    poll of assets/poll_retry.js and shows its result.)"""
     base, _ = server
     tab.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth&est=lightgbm&ladder=1&cap=1.25")
     tab.wait_for_load_state("networkidle")
@@ -160,7 +163,8 @@ def _kill_mid_run(tab, server) -> None:
     workers = _workers(base)
     assert workers, "no gunicorn worker found"
     for worker in workers:
-        worker.kill()
+        for process in [*worker.children(recursive=True), worker]:
+            process.kill()
     tab.wait_for_selector("#whatif-run:not([disabled])", timeout=30_000)
     tab.wait_for_function("document.getElementById('whatif-error').innerText.includes('without a result')")
     assert tab.locator("#whatif-status").inner_text() == "failed"
