@@ -152,7 +152,8 @@ def test_a_worker_killed_mid_run_shows_a_clear_failure(page, server):
 
 
 def _kill_mid_run(tab, server) -> None:
-    """Kill the serving workers and their children (the run's job and process) while a run is on: the page must say
+    """Kill the serving workers and their children once the run's job has started (the job, the run's process): the
+    page must say
     the run was lost, not stay "running…". (A job that outlives a worker killed alone is picked up by the retried
     poll of assets/poll_retry.js and shows its result.)"""
     base, _ = server
@@ -162,6 +163,10 @@ def _kill_mid_run(tab, server) -> None:
     tab.wait_for_selector("#whatif-cancel:not([disabled])", timeout=30_000)
     workers = _workers(base)
     assert workers, "no gunicorn worker found"
+    deadline = time.monotonic() + 30
+    while not any(_run_jobs(w) for w in workers):
+        assert time.monotonic() < deadline, "the run started no job under a worker"
+        time.sleep(0.05)
     for worker in workers:
         for process in [*worker.children(recursive=True), worker]:
             process.kill()
@@ -169,6 +174,12 @@ def _kill_mid_run(tab, server) -> None:
     tab.wait_for_function("document.getElementById('whatif-error').innerText.includes('without a result')")
     assert tab.locator("#whatif-status").inner_text() == "failed"
     assert tab.locator("#whatif-results table").count() == 0
+
+
+def _run_jobs(worker) -> list:
+    """The background jobs a gunicorn worker started: its forks (same command line), not helpers such as
+    multiprocessing's resource tracker."""
+    return [c for c in worker.children() if c.cmdline() == worker.cmdline()]
 
 
 def test_a_progress_poll_cut_by_a_network_error_is_tried_again(page, server):
