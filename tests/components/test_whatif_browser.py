@@ -153,9 +153,8 @@ def test_a_worker_killed_mid_run_shows_a_clear_failure(page, server):
 
 def _kill_mid_run(tab, server) -> None:
     """Kill the serving workers and their children once the run's job has started (the job, the run's process): the
-    page must say
-    the run was lost, not stay "running…". (A job that outlives a worker killed alone is picked up by the retried
-    poll of assets/poll_retry.js and shows its result.)"""
+    page must say the run was lost, not stay "running…". (A job that outlives a worker killed alone is picked up by
+    the retried poll of assets/poll_retry.js and shows its result.)"""
     base, _ = server
     tab.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth&est=lightgbm&ladder=1&cap=1.25")
     tab.wait_for_load_state("networkidle")
