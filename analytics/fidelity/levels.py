@@ -71,8 +71,9 @@ def harmonic_peak_hour(values: list[float]) -> float | None:
 def relative_daily_swing(values: list[float]) -> float | None:
     """Size of an hourly curve's 24-hour Fourier component relative to the curve's mean (None if it has none)."""
     component = _daily_component(values)
-    mean = float(np.mean(values)) if component is not None else 0.0
-    return abs(component) / 24 / mean if component is not None and mean > 0 else None
+    if component is None or np.mean(values) <= 0:
+        return None
+    return abs(component) / 24 / float(np.mean(values))
 
 
 def _daily_component(values: list[float]) -> complex | None:

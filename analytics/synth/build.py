@@ -241,7 +241,8 @@ def _place_in_vcs(
     gpu_days = np.stack([cap.gpus_by_day[:, month_of_day == m].sum(axis=1) for m in MONTHS], axis=1).astype(float)
     fixed = top_levels(profiles, top, gpu_days, level)
     shifts = monthly_shifts(cluster, profiles, named, gpu_days, level, MONTHS, fixed)
-    run_days = _run_days_by_month(submit_s, duration_s, gpus)
+    month, seconds = _month_index(submit_s), np.maximum(duration_s, 1)
+    run_days = _run_days_by_month(month, seconds, gpus)
     busy = envelope(rng, profiles, named, shifts, cap.gpus_by_day, days, MONTHS, fixed, run_days)
     by_month = np.stack([busy[:, month_of_day == m].sum(axis=1) for m in MONTHS], axis=1)
     targets = Targets(
@@ -250,10 +251,8 @@ def _place_in_vcs(
         gpus_per_job=np.array([p.gpus_per_job for p in profiles]),
         norm_duration_pct=np.array([p.norm_duration_pct for p in profiles]),
     )
-    month = _month_index(submit_s)
     min_gpus = _month_min_gpus(cap, submit_s, duration_s)
-    in_months = cluster in CALENDAR_CLUSTERS
-    run_work = _run_work_by_month(submit_s, np.maximum(duration_s, 1), gpus) if in_months else None
+    run_work = _run_work_by_month(submit_s, seconds, gpus) if cluster in CALENDAR_CLUSTERS else None
     vc = assign_vcs(rng, targets, month, gpus, duration_s, min_gpus, run_work)
     month_days = (_month_edges_s() // 86400).astype(np.int64)
     weekday = WEEKDAY_FACTOR[[d.weekday() for d in days]]
@@ -264,10 +263,10 @@ def _place_in_vcs(
     return vc, submit_s, np.array([p.norm_queue_pct for p in profiles])
 
 
-def _run_days_by_month(submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:
-    """Per month, the GPU-time-weighted mean duration (whole days, at least 1) of the GPU jobs submitted in it: how
-    long the runs that hold a GPU-second of that month last."""
-    month, seconds = _month_index(submit_s), np.maximum(duration_s, 1).astype(float)
+def _run_days_by_month(month: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+    """Per month (month = index of each GPU job's submit month), the GPU-time-weighted mean duration (whole days, at
+    least 1) of its jobs: how long the runs that hold a GPU-second of that month last."""
+    seconds = np.asarray(duration_s, dtype=float)
     work = np.bincount(month, gpus * seconds, len(MONTHS))
     weighted_s = np.bincount(month, gpus * seconds**2, len(MONTHS)) / np.maximum(work, 1e-9)
     return np.maximum(np.round(weighted_s / 86400), 1).astype(np.int64)

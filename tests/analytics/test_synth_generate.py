@@ -157,10 +157,10 @@ def test_user_completion_ratios_move_to_bins_their_users_can_reach():
 
 def test_run_days_are_the_gpu_time_weighted_mean_duration_of_each_months_jobs():
     day_s = 86_400
-    submit_s = np.array([0, 10, 40 * day_s])  # two April jobs, one May job
+    month = np.array([0, 0, 1])  # two April jobs, one May job
     duration_s = np.array([10 * day_s, 60, day_s // 4])
     gpus = np.array([8, 1, 2])
-    run_days = _run_days_by_month(submit_s, duration_s, gpus)
+    run_days = _run_days_by_month(month, duration_s, gpus)
     assert run_days[:3].tolist() == [10, 1, 1]  # a long 8-GPU job outweighs a minute's; a short run is one day
     assert (run_days >= 1).all()  # a month without jobs: one day, the random order unchanged
 
