@@ -35,30 +35,40 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def failing_checks(seed: int) -> tuple[int, int, set[tuple[str, str, str]], str]:
-    """Build the seed's demo in a temporary folder: (checks passed, checks, failing (source, cluster, statistic),
-    build figures)."""
+Key = tuple[str, str, str]  # (source, cluster, statistic) of a check
+Result = tuple[int, int, dict[Key, tuple[float | None, float | None]], str]
+
+
+def failing_checks(seed: int) -> Result:
+    """Build the seed's demo in a temporary folder: (checks passed, checks, failing checks with their (published,
+    value), build figures)."""
     with tempfile.TemporaryDirectory(prefix=f"helios-seed{seed}-") as data_dir:
         wall_s, rss_mib, code = run_child(["demo", "--seed", str(seed), "--quiet"], data_dir)
         if code != 0:
             raise SystemExit(f"seed {seed}: helios demo exited {code}")
         checks = fidelity_checks(store.open_dataset(store.DEFAULT_DATASET, Path(data_dir)))
-    failed = {(c.source, c.cluster, c.statistic) for c in checks if not c.passed}
+    failed = {(c.source, c.cluster, c.statistic): (c.published, c.value) for c in checks if not c.passed}
     return len(checks) - len(failed), len(checks), failed, f"build {wall_s:.0f} s, peak RSS {rss_mib:.0f} MiB"
 
 
-def report(seeds: list[int], results: list[tuple[int, int, set[tuple[str, str, str]], str]]) -> list[str]:
-    """Lines: checks passed per seed and their mean, then each failing check with the seeds it fails on."""
+def _number(value: float | None) -> str:
+    return "none" if value is None else f"{value:.4g}"
+
+
+def report(seeds: list[int], results: list[Result]) -> list[str]:
+    """Lines: checks passed per seed and their mean, then each failing check with the seeds it fails on, its published
+    value and its value on each of those seeds (so a bias shows its direction)."""
     pairs = list(zip(seeds, results, strict=True))
     lines = [f"seed {s}: {ok} of {n} checks pass ({figures})" for s, (ok, n, _, figures) in pairs]
     lines.append(f"mean: {sum(r[0] for r in results) / len(results):.2f} of {results[0][1]}")
-    fails: dict[tuple[str, str, str], list[int]] = {}
+    fails: dict[Key, list[tuple[int, float | None, float | None]]] = {}
     for seed, (_, _, failed, _) in pairs:
-        for key in failed:
-            fails.setdefault(key, []).append(seed)
+        for key, (published, value) in failed.items():
+            fails.setdefault(key, []).append((seed, published, value))
     lines.append(f"failing checks ({len(fails)}), most seeds first:")
     for key, on in sorted(fails.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        lines.append(f"  {len(on)}/{len(seeds)}  {' | '.join(key)}  (seeds {','.join(map(str, on))})")
+        values = ", ".join(f"{seed}: {_number(value)}" for seed, _, value in on)
+        lines.append(f"  {len(on)}/{len(seeds)}  {' | '.join(key)}  (published {_number(on[0][1])}; {values})")
     return lines
 
 
