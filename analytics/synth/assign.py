@@ -4,7 +4,8 @@ Fig 4 their published mean GPUs per job and (min-max normalised) mean durations.
 
 A job may go to the VCs where it needs at most JOB_SHARE of the fewest GPUs over its month and run (else those that
 hold it, else the largest). Score of a job in VC v: a[v, month] + b[v] * log2 GPUs + c[v] * log duration; the month
-terms set the GPU time, the slopes (fitted for the named VCs only) their job mix. Only the normalised mean durations
+terms set the GPU time, the slopes (fitted for the named VCs only, on the jobs of the month Fig 4 shows) their job
+mix. Only the normalised mean durations
 are published, so at each round the named VCs' mean durations are held to a line through the published values (an
 affine map of them: min-max normalisation cannot tell it from them) placed where the current means put it. The fit
 runs on the jobs grouped into cells (month, GPUs, power-of-two duration), every job counted. The heaviest jobs are
@@ -34,12 +35,14 @@ _CHUNK = 100_000
 @dataclass(frozen=True)
 class Targets:
     """What the assignment aims at: GPU-time share of each VC in each month (VCs x months, columns sum to 1), and
-    for the named VCs (True in `named`) their mean GPUs per job and normalised mean duration (%)."""
+    for the named VCs (True in `named`) their mean GPUs per job and normalised mean duration (%) among the jobs
+    submitted in month `mix_month` (an index)."""
 
     gpu_time_share: np.ndarray
     named: np.ndarray
     gpus_per_job: np.ndarray
     norm_duration_pct: np.ndarray
+    mix_month: int
 
 
 def fitting_vcs(min_gpus: np.ndarray, gpu_num: np.ndarray) -> np.ndarray:
@@ -128,6 +131,7 @@ def _fit(targets: Targets, cells: _Cells) -> _Logit:
     model.a[targets.gpu_time_share == 0] = -50.0
     month_work = np.bincount(cells.month, weights=cells.work, minlength=n_months)
     named = targets.named
+    in_mix = cells.month == targets.mix_month
     for k in range(ROUNDS + FINAL_ROUNDS):
         p = model.probs(cells.month, cells.log_g, cells.log_d, cells.fits)
         got = np.stack(
@@ -138,10 +142,11 @@ def _fit(targets: Targets, cells: _Cells) -> _Logit:
         model.a[ok] += np.log(targets.gpu_time_share[ok] / share[ok])
         if not named.any() or k >= ROUNDS:
             continue
-        jobs = p[:, named].T @ cells.jobs
+        p_mix = p[in_mix][:, named].T
+        jobs = p_mix @ cells.jobs[in_mix]
         has = jobs > 1e-6
-        mean_g = (p[:, named].T @ cells.gpus) / np.maximum(jobs, 1e-9)
-        mean_d = (p[:, named].T @ cells.seconds) / np.maximum(jobs, 1e-9)
+        mean_g = (p_mix @ cells.gpus[in_mix]) / np.maximum(jobs, 1e-9)
+        mean_d = (p_mix @ cells.seconds[in_mix]) / np.maximum(jobs, 1e-9)
         want_d = _line_targets(targets.norm_duration_pct[named], mean_d, has)
         step_b = np.log(targets.gpus_per_job[named] / np.maximum(mean_g, 1e-9))
         step_d = np.log(want_d / np.maximum(mean_d, 1e-9))

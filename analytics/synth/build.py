@@ -250,6 +250,7 @@ def _place_in_vcs(
         named=named,
         gpus_per_job=np.array([p.gpus_per_job for p in profiles]),
         norm_duration_pct=np.array([p.norm_duration_pct for p in profiles]),
+        mix_month=MONTHS.index(FIG4.start.month),
     )
     min_gpus = _month_min_gpus(cap, submit_s, duration_s)
     run_work = _run_work_by_month(submit_s, seconds, gpus) if cluster in CALENDAR_CLUSTERS else None
