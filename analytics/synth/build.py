@@ -68,15 +68,11 @@ MIN_SCALE, MAX_SCALE = 1e-4, 10.0  # 336 jobs .. 33.6 M jobs
 GENERATE_STAGES = 4  # progress stages of generate()
 # Clusters whose 10 largest VCs take Fig 4's ten shapes once each (analytics.synth.profiles.top_levels) and whose jobs'
 # VCs are drawn against the GPU time each VC lacks in the calendar months they run in (analytics.synth.assign). Venus
-# would pass its range so too, but it is drawn first from the stream the clusters share, and its number of draws
-# depends on its VCs: the GPU users left without a job get five light jobs each (_hand_light_items; 9 users on seed 0,
-# 5 with Venus here), so Earth's jobs are reshuffled and on seed 0 eight of Earth's checks then fail. Giving each
-# cluster its own stream as well passes Venus' spread on seeds 0-7 but fails its daily swings more often: fewer checks
-# pass on average (docs/fidelity.md, "Changes judged this way").
-SPREAD_CLUSTERS = ("Saturn", "Uranus")
+# joined them in stop 19, once Earth's job mix was fitted on May (judged on seeds 0-7: docs/fidelity.md).
+SPREAD_CLUSTERS = ("Venus", "Saturn", "Uranus")
 # Clusters whose jobs' VCs are drawn against each VC's lack in the calendar months they run in: the spread clusters
 # and Earth, whose Fig 4 boxes count May's GPU time whatever month a job was submitted in (counted by submit month,
-# vcTJs lost 191 of its May GPU-days to June on seed 0). Venus stays by submit month for the reason above.
+# vcTJs lost 191 of its May GPU-days to June on seed 0).
 CALENDAR_CLUSTERS = (*SPREAD_CLUSTERS, FIG4.cluster)
 LONG_JOB_S = 3600  # GPU jobs at least this long follow their own hourly rhythm (LONG_JOB_RHYTHM)
 # Fig 2b's hourly rhythm raised to this power is the long GPU jobs' (the short ones take the rest, so all together

@@ -81,7 +81,8 @@ def vc_profiles(
     """Each VC's shape and whether it is one of the figure's (named): Earth's published VCs their own; the others,
     in a random order, the published ones in turn (evenly spread over them), so size and load are independent. On
     the other clusters the largest VCs (top >= 0, see largest_vcs) take the ten shapes once each, in that random
-    order or, with busy_first, the busiest shapes on the largest VCs; the rest the ten in turn."""
+    order (the largest VC first, with the shape of the figure's largest) or, with busy_first, the busiest shapes on the
+    largest VCs; the rest the ten in turn."""
     shapes = published_profiles()
     ordered = list(shapes.values())
     named = np.array([cluster == FIG4.cluster and v in shapes for v in vcs])
@@ -94,8 +95,9 @@ def vc_profiles(
         if busy_first:  # the busiest shapes on the largest VCs: the cluster's level needs the least move
             tops = sorted([i for i in others if top[i] >= 0], key=lambda i: top[i])
             ranked = sorted(ordered, key=lambda p: -p.mean_pct())
-        else:  # in the random order, the VCs tied for the last place last
-            tops = sorted([i for i in others if top[i] >= 0], key=lambda i: top[i] == last)
+        else:  # the largest VC the figure's largest's shape (only it holds the cluster's largest jobs), the others in
+            # the random order, the VCs tied for the last place last
+            tops = sorted([i for i in others if top[i] >= 0], key=lambda i: (top[i] > 0, top[i] == last))
             ranked = ordered
         n_in = sum(top[i] < last for i in tops)  # the VCs surely among the largest; the tied ones share the rest
         for rank, i in enumerate(tops):

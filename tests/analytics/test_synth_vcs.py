@@ -188,3 +188,16 @@ def test_a_clusters_largest_vcs_take_the_ten_shapes_once_each_with_their_spread(
         levels,
     )
     assert busy.sum() / (gpus.sum() * 31) * 100 == pytest.approx(75.0, abs=0.5)  # the cluster keeps its level
+
+
+def test_in_the_random_order_the_largest_vc_takes_the_shape_of_the_figures_largest():
+    days = [date(2020, 5, 1) + timedelta(days=d) for d in range(31)]
+    gpus = np.array([48, 368, 104, 80, 64, 48, 48, 40, 40, 32, 32, 16], dtype=float)  # Venus-like: one VC holds most
+    top = largest_vcs(np.repeat(gpus[:, None], 31, axis=1), days)
+    vcs = [f"vc{i}" for i in range(len(gpus))]
+    largest_first = next(iter(PUBLISHED))
+    for seed in range(5):
+        profiles, _ = vc_profiles(np.random.default_rng(seed), "Venus", vcs, top)
+        assert profiles[1].name == largest_first  # only it holds the cluster's largest jobs
+        names = [p.name for p, t in zip(profiles, top, strict=True) if t >= 0]
+        assert set(names) == set(PUBLISHED)  # every shape once among the largest
