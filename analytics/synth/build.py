@@ -41,8 +41,9 @@ from analytics.synth.layout import (
     range_min_table,
     submit_offsets_s,
 )
-from analytics.synth.level import follow_envelope, level_heavy_jobs, split_rhythm
+from analytics.synth.level import follow_envelope, level_heavy_jobs, split_rhythm, unmovable_busy
 from analytics.synth.profiles import (
+    around_unmovable,
     envelope,
     largest_vcs,
     monthly_shifts,
@@ -227,7 +228,8 @@ def _place_in_vcs(
     gpus: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each GPU job's VC (analytics.synth.assign), its submit second moved within its month so each VC's load
-    follows its envelope (analytics.synth.profiles, analytics.synth.level), and each VC's normalised mean queue."""
+    follows its envelope (analytics.synth.profiles, analytics.synth.level; the named VCs' days reordered around the
+    jobs that cannot move, profiles.around_unmovable), and each VC's normalised mean queue."""
     days = period_days()
     top = largest_vcs(cap.gpus_by_day, days) if cluster in SPREAD_CLUSTERS else np.full(len(cap.vcs), -1)
     level = np.asarray(reference()["monthly"][cluster]["gpu_utilization_pct"], dtype=float)
@@ -252,6 +254,8 @@ def _place_in_vcs(
     run_work = _run_work_by_month(submit_s, seconds, gpus) if cluster in CALENDAR_CLUSTERS else None
     vc = assign_vcs(rng, targets, month, gpus, duration_s, min_gpus, run_work)
     month_days = (_month_edges_s() // 86400).astype(np.int64)
+    unmovable = unmovable_busy(submit_s, seconds, gpus, vc, len(cap.vcs), month_days)
+    busy = around_unmovable(busy, unmovable, cap.gpus_by_day, named, month_of_day)
     weekday = WEEKDAY_FACTOR[[d.weekday() for d in days]]
     submit_s = follow_envelope(rng, submit_s, duration_s, vc, busy * weekday[None, :], month_days)
     for v in range(len(cap.vcs)):

@@ -76,22 +76,49 @@ def level_heavy_jobs(
     return out
 
 
-def hourly_busy(submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray, hours: int) -> np.ndarray:
-    """Mean GPUs busy in each hour if every job ran from its submit second for its duration."""
+def hourly_busy(
+    submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray, hours: int, slot_s: int = HOUR_S
+) -> np.ndarray:
+    """Mean GPUs busy in each hour (or slot of slot_s seconds) if every job ran from its submit second for its
+    duration; time after the last slot is left out."""
     start = np.asarray(submit_s, dtype=np.int64)
     end = start + np.asarray(duration_s, dtype=np.int64)
     g = np.asarray(gpus, dtype=float)
-    h0, h1 = start // HOUR_S, end // HOUR_S
+    h0, h1 = np.minimum(start // slot_s, hours), np.minimum(end // slot_s, hours)
     out = np.zeros(hours + 1)
     same = h0 == h1
-    np.add.at(out, h0[same], g[same] * (end[same] - start[same]) / HOUR_S)
+    np.add.at(out, h0[same], g[same] * (end[same] - start[same]) / slot_s)
     cross = ~same
-    np.add.at(out, h0[cross], g[cross] * ((h0[cross] + 1) * HOUR_S - start[cross]) / HOUR_S)
-    np.add.at(out, h1[cross], g[cross] * (end[cross] - h1[cross] * HOUR_S) / HOUR_S)
+    np.add.at(out, h0[cross], g[cross] * ((h0[cross] + 1) * slot_s - start[cross]) / slot_s)
+    np.add.at(out, h1[cross], g[cross] * (end[cross] - h1[cross] * slot_s) / slot_s)
     full = np.zeros(hours + 2)
     np.add.at(full, h0[cross] + 1, g[cross])
     np.add.at(full, h1[cross], -g[cross])
     return (out + np.cumsum(full)[: hours + 1])[:hours]
+
+
+def unmovable_busy(
+    submit_s: np.ndarray,
+    duration_s: np.ndarray,
+    gpus: np.ndarray,
+    vc: np.ndarray,
+    n_vcs: int,
+    month_start_day: np.ndarray,
+) -> np.ndarray:
+    """Mean GPUs busy per VC and day (VCs x days of the months) in the jobs follow_envelope cannot move: those that
+    run past the end of their submit month."""
+    day = np.asarray(submit_s, dtype=np.int64) // DAY_S
+    m = np.searchsorted(month_start_day, day, side="right") - 1
+    stop = month_start_day[np.clip(m + 1, 0, len(month_start_day) - 1)]
+    stays = (m < 0) | (m >= len(month_start_day) - 1) | ((submit_s + duration_s) // DAY_S >= stop)
+    first, n_days = int(month_start_day[0]), int(month_start_day[-1] - month_start_day[0])
+    out = np.zeros((n_vcs, n_days))
+    for v in np.unique(vc[stays]).tolist():
+        rows = np.flatnonzero(stays & (vc == v))
+        start = np.maximum(submit_s[rows] - first * DAY_S, 0)
+        end = np.maximum(submit_s[rows] + duration_s[rows] - first * DAY_S, 0)
+        out[v] = hourly_busy(start, end - start, gpus[rows], n_days, DAY_S)
+    return out
 
 
 def _best_start(

@@ -8,7 +8,9 @@ so) so that the cluster's GPU time is Fig 3's utilisation of its GPUs; in the fi
 published shapes and its other VCs share what is left. The envelope is the resulting busy GPUs of every VC and day:
 for Earth's ten, each month's days take the shape's quantiles in a random order smoothed into runs of days about as
 long as the jobs that hold the month's GPU time, so the VC is busy, idle or full for whole stretches as the figure's
-boxes say, and a full day asks for all its GPUs (the figure's 100 % is every GPU busy: the queue keeps it so); every
+boxes say, and a full day asks for all its GPUs (the figure's 100 % is every GPU busy: the queue keeps it so); once
+the jobs have their VCs, those days are reordered so that the busy ones fall where jobs running past their month's
+end (which cannot move) already hold GPUs (around_unmovable); every
 other VC is as busy every day as its shape's mean, at most HEADROOM_PCT below its GPUs (its box is not published, and
 the jobs that overflow a full VC would queue).
 """
@@ -218,6 +220,25 @@ def in_runs(p: np.ndarray, run_days: int) -> np.ndarray:
     kernel = np.ones(run_days)
     smooth = np.convolve(p, kernel, mode="same") / np.convolve(np.ones(len(p)), kernel, mode="same")
     return np.sort(p)[np.argsort(np.argsort(smooth, kind="stable"), kind="stable")]
+
+
+def around_unmovable(
+    busy: np.ndarray, unmovable: np.ndarray, gpus_by_day: np.ndarray, named: np.ndarray, month_of_day: np.ndarray
+) -> np.ndarray:
+    """The envelope (VCs x days) with each named VC's days of each month reordered so that days busy with jobs that
+    cannot move (unmovable: mean GPUs per VC and day) get the high levels: the month's levels (% of the day's GPUs)
+    in the order of level plus unmovable share, so idle days fall where no job must run and the month's box stays."""
+    out = busy.copy()
+    for v in np.flatnonzero(named).tolist():
+        for month in np.unique(month_of_day).tolist():
+            idx = np.flatnonzero((month_of_day == month) & (gpus_by_day[v] > 0))
+            if len(idx) < 2:
+                continue
+            gpus = gpus_by_day[v, idx]
+            level = busy[v, idx] / gpus
+            rank = np.argsort(np.argsort(level + unmovable[v, idx] / gpus, kind="stable"), kind="stable")
+            out[v, idx] = np.sort(level)[rank] * gpus
+    return out
 
 
 def envelope(

@@ -7,7 +7,8 @@ import polars as pl
 
 import analytics.synth.build
 from analytics.synth.build import SynthParams, generate
-from analytics.synth.level import DAY_S, HEAVY_SHARE, HOUR_S, hourly_busy, level_heavy_jobs
+from analytics.synth.level import DAY_S, HEAVY_SHARE, HOUR_S, hourly_busy, level_heavy_jobs, unmovable_busy
+from analytics.synth.profiles import around_unmovable
 
 TWO_MONTHS = np.array([0, 30, 61])  # day 0..29 is month 0, day 30..60 is month 1
 ONE_MONTH = np.array([0, 30])
@@ -54,6 +55,35 @@ def test_hourly_busy_hand_checked_example():
 
 def test_hourly_busy_of_a_zero_duration_job_is_zero():
     np.testing.assert_allclose(hourly_busy(np.array([HOUR_S + 10]), np.array([0]), np.array([8]), 3), [0.0, 0.0, 0.0])
+
+
+def test_unmovable_busy_counts_only_the_jobs_that_run_past_their_month():
+    # VC 0: a 2-day 8-GPU job from noon of day 29 (into month 1) and a job inside month 0; VC 1: a job from day 59
+    # past the period's end (day 61)
+    submit = np.array([29 * DAY_S + DAY_S // 2, 3 * DAY_S, 59 * DAY_S])
+    duration = np.array([2 * DAY_S, DAY_S, 4 * DAY_S])
+    out = unmovable_busy(submit, duration, np.array([8, 64, 2]), np.array([0, 0, 1]), 2, TWO_MONTHS)
+    assert out.shape == (2, 61)
+    np.testing.assert_allclose(out[0, 29:32], [4.0, 8.0, 4.0])
+    assert out[0].sum() == 16.0  # the job inside its month is not counted
+    np.testing.assert_allclose(out[1, 59:], [2.0, 2.0])  # the time after the period is left out
+
+
+def test_days_busy_with_unmovable_jobs_get_the_high_levels_and_the_month_keeps_its_box():
+    month_of_day = np.repeat([4, 5], 5)
+    gpus = np.full((2, 10), 10.0)
+    busy = np.array([[0, 5, 10, 0, 5, 10, 0, 0, 5, 5], [1.0] * 10])
+    unmovable = np.zeros((2, 10))
+    unmovable[0, 3] = 8.0  # an idle day with 8 GPUs busy in jobs that cannot move
+    unmovable[0, 9] = 6.0
+    unmovable[1, 0] = 9.0  # not a named VC: its days stay
+    out = around_unmovable(busy, unmovable, gpus, np.array([True, False]), month_of_day)
+    assert out[0, 3] == 5.0 and out[0, 1] == 0.0  # the idle level moves to a day without such jobs
+    assert out[0, 9] == 10.0 and out[0, 5] == 5.0  # the month's full level to the day with most of them
+    for days in (slice(0, 5), slice(5, 10)):
+        assert sorted(out[0, days]) == sorted(busy[0, days])  # each month keeps its levels
+    assert out[0, 0] == 0.0 and out[0, 2] == 10.0  # the others keep their order
+    np.testing.assert_array_equal(out[1], busy[1])
 
 
 def test_level_heavy_jobs_keeps_hour_of_day_and_month_and_moves_by_whole_days():
