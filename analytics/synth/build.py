@@ -94,7 +94,9 @@ ATTRIBUTION = (
 
 
 # scheduler(gpu_jobs, vc_gpus) -> frame (cluster, job_id, start_time, queue[, vc][, submit_time]): capacity-
-# consistent start times; gpu_jobs carries the preferred VC in `vc` and the sampled target wait in `queue`
+# consistent start times; gpu_jobs carries the preferred VC in `vc`, the sampled target wait in `queue` and in
+# `backlog` whether its VC keeps a backlog (Fig 4's published VCs, full or idle for whole days: a job of theirs that
+# waits stays in their queue)
 Scheduler = Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame]
 VC_NOTE = (
     "each VC's load follows one of the ten VCs of the paper's Fig 4 (Earth's ten their own, the others the one of the "
@@ -744,12 +746,18 @@ def build_dataset(
     how = None
     if scheduler is not None:
         with prog.stage("GPU-job start times by the scheduler"):
-            timed = scheduler(jobs.filter(pl.col("gpu_num") > 0), vc_gpus)
+            timed = scheduler(jobs.filter(pl.col("gpu_num") > 0).with_columns(_keeps_backlog()), vc_gpus)
             jobs = apply_schedule(jobs, timed)
         how = scheduler_description(scheduler)
     with prog.stage(f"writing dataset {name}"):
         meta = build_meta(params, jobs, vc_gpus, how)
         return store.write_dataset(name, jobs, vc_gpus, meta, root=root)
+
+
+def _keeps_backlog() -> pl.Expr:
+    """Whether a job's VC is one of Fig 4's published VCs (column `backlog`, see Scheduler)."""
+    published = list(reference()["earth_may_vc_utilization"])
+    return ((pl.col("cluster") == FIG4.cluster) & pl.col("vc").is_in(published)).alias("backlog")
 
 
 def scheduler_description(scheduler: Scheduler) -> str:

@@ -53,7 +53,8 @@ _OUT_SCHEMA = {
 def calibrated_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, workers: int | None = None) -> pl.DataFrame:
     """GPU-job start times by a Slurm-like FIFO + EASY backfill queue per VC on the daily VC capacities, users
     submitting again when their VC is full, with the target waits recorded (jobs: cluster, job_id, vc = the job's VC,
-    gpu_num, submit_time, duration, queue = target wait in s; per job out: its VC, submit, start and end time and
+    gpu_num, submit_time, duration, queue = target wait in s, optional backlog = its VC keeps its backlog (see
+    sim.synthetic_queue.room); per job out: its VC, submit, start and end time and
     queue in s; a job that never ran has a null start, end and queue)."""
     clusters = sorted(set(jobs["cluster"].to_list()))
     parts = [jobs.filter(pl.col("cluster") == c) for c in clusters]
@@ -98,6 +99,7 @@ def _to_days_with_room(
         df["_vc"].to_numpy(),
         [caps[v] for v in names],
         t0,
+        df["_backlog"].to_numpy(),
     )
     return df.with_columns(pl.Series("_sub", moved, dtype=pl.Int64)).sort(["_sub", "job_id"])
 
@@ -134,6 +136,7 @@ def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -
             "gpu_num",
             *seconds_columns(t0),
             pl.col("queue").fill_null(0).clip(lower_bound=0).alias("_target"),
+            (pl.col("backlog").fill_null(False) if "backlog" in jobs.columns else pl.lit(False)).alias("_backlog"),
         )
         .sort(["_sub", "job_id"])
     )

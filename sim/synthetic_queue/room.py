@@ -2,10 +2,11 @@
 
 A light job (at most MOVABLE_MAX_GPU_S GPU-seconds) moves by whole days, at its own time of day, to the nearest day
 of its submit month on which its VC has room for it through its run, so the users' daily rhythm of submissions (Fig
-2b) stays; a heavier job, or a light one that no day has room for, is submitted at the second it started, since the
-heavy jobs make each VC's daily load (Fig 4's boxes). Room is counted per minute (a job holds its GPUs in every minute
-it touches) from the last run's start times, a moved job freeing its own minutes and taking the new ones, so the next
-run starts the moved jobs on time.
+2b) stays; a heavier job, a light one that no day has room for, or one of a VC that keeps its backlog that started on
+the day it was submitted, is submitted at the second it started, since the heavy jobs make each VC's daily load (Fig
+4's boxes) and a VC full for whole days stays so only while its waiting jobs stay. Room is counted per minute (a job
+holds its GPUs in every minute it touches) from the last run's start times, a moved job freeing its own minutes and
+taking the new ones, so the next run starts the moved jobs on time.
 """
 
 from __future__ import annotations
@@ -31,14 +32,18 @@ def resubmit_seconds(
     vc: np.ndarray,
     caps: list[DailyCapacity],
     t0: datetime,
+    keeps_backlog: np.ndarray | None = None,
 ) -> np.ndarray:
-    """New submit second of every job (arrays in any order; vc indexes caps; t0 = second 0): a job that waited in the
-    last run (start_s after submit_s) moves as the module docstring says; the others keep theirs."""
+    """New submit second of every job (arrays in any order; vc indexes caps; t0 = second 0; keeps_backlog = whether
+    the job's VC keeps its backlog, default none): a job that waited in the last run (start_s after submit_s) moves as
+    the module docstring says; the others keep theirs."""
     out = np.asarray(submit_s, dtype=np.int64).copy()
     late = np.flatnonzero(start_s > submit_s)
     if len(late) == 0:
         return out
     ran = start_s >= 0
+    stays = np.zeros(len(out), dtype=bool) if keeps_backlog is None else np.asarray(keeps_backlog, dtype=bool)
+    stays &= start_s // DAY_S == submit_s // DAY_S
     first_day, next_day = month_days(submit_s[late], t0)
     for v in np.unique(vc[late]).tolist():
         mine = vc[late] == v
@@ -47,6 +52,9 @@ def resubmit_seconds(
         for k, first, following in zip(
             late[mine].tolist(), first_day[mine].tolist(), next_day[mine].tolist(), strict=True
         ):
+            if stays[k]:
+                out[k] = start_s[k]
+                continue
             out[k] = _take_room(
                 free, int(submit_s[k]), int(start_s[k]), int(duration_s[k]), int(gpus[k]), first, following
             )

@@ -42,6 +42,14 @@ def test_a_light_job_that_would_wait_is_submitted_again_at_its_time_of_day_on_th
     assert out["submit_time"].to_list() == out["start_time"].to_list()
 
 
+def test_a_light_job_of_a_vc_that_keeps_its_backlog_waits_on_its_day():
+    # as above, but VC a keeps its backlog: job 2 stays and starts at 100, when job 1 ends
+    jobs = _jobs([(0, 100, 8, 0), (10, 50, 8, 0)]).with_columns(pl.lit(True).alias("backlog"))
+    out = calibrated_schedule(jobs, CAPS).sort("job_id")
+    assert out["queue"].to_list() == [0, 0]
+    assert _starts_s(out) == [0, 100]
+
+
 def test_a_heavy_job_that_would_wait_is_submitted_again_when_it_starts():
     # job 2 holds 8 GPUs for an hour (above MOVABLE_MAX_GPU_S): it is submitted again at 100, when job 1 ends
     out = calibrated_schedule(_jobs([(0, 100, 8, 0), (10, 3_600, 8, 0)]), CAPS).sort("job_id")
