@@ -69,7 +69,7 @@ MIN_SCALE, MAX_SCALE = 1e-4, 10.0  # 336 jobs .. 33.6 M jobs
 GENERATE_STAGES = 4  # progress stages of generate()
 # Clusters whose 10 largest VCs take Fig 4's ten shapes once each (analytics.synth.profiles.top_levels) and whose jobs'
 # VCs are drawn against the GPU time each VC lacks in the calendar months they run in (analytics.synth.assign). Venus
-# joined them in stop 19, once Earth's job mix was fitted on May (judged on seeds 0-7: docs/fidelity.md).
+# joined them in round 10 of issue #16, judged on seeds 0-7 (docs/fidelity.md).
 SPREAD_CLUSTERS = ("Venus", "Saturn", "Uranus")
 # Clusters whose jobs' VCs are drawn against each VC's lack in the calendar months they run in: the spread clusters
 # and Earth, whose Fig 4 boxes count May's GPU time whatever month a job was submitted in (counted by submit month,
