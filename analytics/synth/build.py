@@ -285,14 +285,16 @@ def _run_work_by_month(submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.nd
 
 def _month_min_gpus(cap: Capacity, submit_s: np.ndarray, duration_s: np.ndarray) -> np.ndarray:
     """Per job and VC (jobs x VCs): the VC's fewest GPUs on the days the job may run. A job that ends within its
-    submit month may be moved to any day of it on which the VC has GPUs (its envelope is 0 on the others): the
-    fewest over those; a job that runs into the next month stays: the fewest over its run."""
+    submit month may be moved to any day of it on which it still ends in the month (as follow_envelope does) and the
+    VC has GPUs (its envelope is 0 on the others): the fewest over those; a job that runs into the next month stays:
+    the fewest over its run."""
     last_day = cap.gpus_by_day.shape[1] - 1
     edges_day = (_month_edges_s() // 86400).astype(np.int64)
     month = _month_index(submit_s)
     movable = (submit_s + duration_s) // 86400 < edges_day[month + 1]
+    last_start = (edges_day[month + 1] * 86400 - submit_s % 86400 - duration_s - 1) // 86400
     day0 = np.where(movable, edges_day[month], submit_s // 86400)
-    day1 = np.minimum(np.where(movable, edges_day[month + 1] - 1, (submit_s + duration_s) // 86400), last_day)
+    day1 = np.minimum(np.where(movable, last_start, (submit_s + duration_s) // 86400), last_day)
     none = np.iinfo(np.int32).max
     some = np.where(cap.gpus_by_day > 0, cap.gpus_by_day, none)
     on_days_with_gpus = min_capacity(range_min_table(some), day0, day1)

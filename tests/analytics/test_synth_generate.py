@@ -12,7 +12,16 @@ import pytest
 import cli
 from analytics import schema, store
 from analytics.reference import CLUSTERS, summary_rows
-from analytics.synth.build import SynthParams, _achievable, _run_days_by_month, _with_gpu_time, build_dataset, generate
+from analytics.synth.build import (
+    SynthParams,
+    _achievable,
+    _month_min_gpus,
+    _run_days_by_month,
+    _with_gpu_time,
+    build_dataset,
+    generate,
+)
+from analytics.synth.layout import Capacity
 
 SCALE = 0.01
 
@@ -171,3 +180,15 @@ def test_durations_are_stretched_to_the_gpu_time_asked():
     out = _with_gpu_time(duration_s, gpus, 1.02 * float((gpus * duration_s).sum()))
     assert out.tolist() == [1, 102, 10_200]  # one factor for every job
     assert _with_gpu_time(np.zeros(2, np.int64), np.ones(2, np.int64), 5.0).tolist() == [0, 0]  # no GPU time: kept
+
+
+def test_a_movable_job_fits_a_vc_only_by_the_days_it_may_start_on():
+    # a VC with 16 GPUs from June 27 only (April has 30 days, May 31: June 1 is day 61); a 5-day June job can start
+    # on June 1-25 at its time of day, so the VC does not hold it; a 1-hour job can start on June 27-30
+    day_s = 86_400
+    gpus_by_day = np.zeros((1, 181), dtype=np.int32)
+    gpus_by_day[0, 61 + 26 : 61 + 30] = 16
+    cap = Capacity(["vcA"], gpus_by_day, pl.DataFrame())
+    submit_s = np.array([61 * day_s + 3_600, 61 * day_s + 3_600])
+    out = _month_min_gpus(cap, submit_s, np.array([5 * day_s, 3_600]))
+    assert out[:, 0].tolist() == [0, 16]
