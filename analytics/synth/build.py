@@ -41,7 +41,7 @@ from analytics.synth.layout import (
     range_min_table,
     submit_offsets_s,
 )
-from analytics.synth.level import follow_envelope, level_heavy_jobs, split_rhythm, unmovable_busy
+from analytics.synth.level import follow_envelope, level_heavy_jobs, split_rhythm, start_days, unmovable_busy
 from analytics.synth.profiles import (
     around_unmovable,
     envelope,
@@ -289,12 +289,9 @@ def _month_min_gpus(cap: Capacity, submit_s: np.ndarray, duration_s: np.ndarray)
     VC has GPUs (its envelope is 0 on the others): the fewest over those; a job that runs into the next month stays:
     the fewest over its run."""
     last_day = cap.gpus_by_day.shape[1] - 1
-    edges_day = (_month_edges_s() // 86400).astype(np.int64)
-    month = _month_index(submit_s)
-    movable = (submit_s + duration_s) // 86400 < edges_day[month + 1]
-    last_start = (edges_day[month + 1] * 86400 - submit_s % 86400 - duration_s - 1) // 86400
-    day0 = np.where(movable, edges_day[month], submit_s // 86400)
-    day1 = np.minimum(np.where(movable, last_start, (submit_s + duration_s) // 86400), last_day)
+    movable, first, last = start_days(submit_s, duration_s, (_month_edges_s() // 86400).astype(np.int64))
+    day0 = np.where(movable, first, submit_s // 86400)
+    day1 = np.minimum(np.where(movable, last, (submit_s + duration_s) // 86400), last_day)
     none = np.iinfo(np.int32).max
     some = np.where(cap.gpus_by_day > 0, cap.gpus_by_day, none)
     on_days_with_gpus = min_capacity(range_min_table(some), day0, day1)

@@ -31,13 +31,8 @@ def follow_envelope(
     that month (on which it still ends inside the month) drawn in proportion to its VC's weight that day (weight_by_day
     = VCs x days, the envelope times the weekday rhythm); jobs of a VC without weight there keep their time."""
     out = np.asarray(submit_s, dtype=np.int64).copy()
-    day, tod = out // DAY_S, out % DAY_S
-    m = np.searchsorted(month_start_day, day, side="right") - 1
-    inside = (m >= 0) & (m < len(month_start_day) - 1)
-    first = month_start_day[np.clip(m, 0, len(month_start_day) - 1)]
-    stop = month_start_day[np.clip(m + 1, 0, len(month_start_day) - 1)]
-    last = (stop * DAY_S - tod - duration_s - 1) // DAY_S  # the last day on which the job still ends in its month
-    movable = inside & ((out + duration_s) // DAY_S < stop) & (last >= first)
+    tod = out % DAY_S
+    movable, first, last = start_days(out, duration_s, month_start_day)
     cum = np.concatenate([np.zeros((weight_by_day.shape[0], 1)), np.cumsum(weight_by_day, axis=1)], axis=1)
     u = rng.random(len(out))
     for v in np.unique(vc[movable]).tolist():
@@ -48,6 +43,20 @@ def follow_envelope(
         new_day = np.searchsorted(cum[v], low + u[jobs] * (high - low), side="right") - 1
         out[jobs] = new_day * DAY_S + tod[jobs]
     return out
+
+
+def start_days(
+    submit_s: np.ndarray, duration_s: np.ndarray, month_start_day: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per job: whether follow_envelope may move it (it runs within its submit month), and the first and last day it
+    may start on at its time of day (its month's first day; the last on which it still ends in the month)."""
+    submit_s = np.asarray(submit_s, dtype=np.int64)
+    m = np.searchsorted(month_start_day, submit_s // DAY_S, side="right") - 1
+    inside = (m >= 0) & (m < len(month_start_day) - 1)
+    first = month_start_day[np.clip(m, 0, len(month_start_day) - 1)]
+    stop = month_start_day[np.clip(m + 1, 0, len(month_start_day) - 1)]
+    last = (stop * DAY_S - submit_s % DAY_S - duration_s - 1) // DAY_S
+    return inside & ((submit_s + duration_s) // DAY_S < stop) & (last >= first), first, last
 
 
 def level_heavy_jobs(
@@ -107,10 +116,7 @@ def unmovable_busy(
 ) -> np.ndarray:
     """Mean GPUs busy per VC and day (VCs x days of the months) in the jobs follow_envelope cannot move: those that
     run past the end of their submit month."""
-    day = np.asarray(submit_s, dtype=np.int64) // DAY_S
-    m = np.searchsorted(month_start_day, day, side="right") - 1
-    stop = month_start_day[np.clip(m + 1, 0, len(month_start_day) - 1)]
-    stays = (m < 0) | (m >= len(month_start_day) - 1) | ((submit_s + duration_s) // DAY_S >= stop)
+    stays = ~start_days(submit_s, duration_s, month_start_day)[0]
     first, n_days = int(month_start_day[0]), int(month_start_day[-1] - month_start_day[0])
     out = np.zeros((n_vcs, n_days))
     for v in np.unique(vc[stays]).tolist():
