@@ -43,10 +43,10 @@ from analytics.synth.layout import (
 )
 from analytics.synth.level import follow_envelope, level_heavy_jobs, split_rhythm, start_days, unmovable_busy
 from analytics.synth.profiles import (
-    around_unmovable,
     envelope,
     largest_vcs,
     monthly_shifts,
+    order_days,
     published_profiles,
     top_levels,
     vc_profiles,
@@ -230,8 +230,9 @@ def _place_in_vcs(
     gpus: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each GPU job's VC (analytics.synth.assign), its submit second moved within its month so each VC's load
-    follows its envelope (analytics.synth.profiles, analytics.synth.level; the named VCs' days reordered around the
-    jobs that cannot move, profiles.around_unmovable), and each VC's normalised mean queue."""
+    follows its envelope (analytics.synth.profiles, analytics.synth.level; the named VCs' days ordered into
+    stretches as long as their jobs and around the jobs that cannot move, profiles.order_days), and each VC's
+    normalised mean queue."""
     days = period_days()
     top = largest_vcs(cap.gpus_by_day, days) if cluster in SPREAD_CLUSTERS else np.full(len(cap.vcs), -1)
     level = np.asarray(reference()["monthly"][cluster]["gpu_utilization_pct"], dtype=float)
@@ -242,8 +243,7 @@ def _place_in_vcs(
     fixed = top_levels(profiles, top, gpu_days, level)
     shifts = monthly_shifts(cluster, profiles, named, gpu_days, level, MONTHS, fixed)
     month, seconds = _month_index(submit_s), np.maximum(duration_s, 1)
-    run_days = _run_days_by_month(month, seconds, gpus)
-    busy = envelope(rng, profiles, named, shifts, cap.gpus_by_day, days, MONTHS, fixed, run_days)
+    busy = envelope(rng, profiles, named, shifts, cap.gpus_by_day, days, MONTHS, fixed)
     by_month = np.stack([busy[:, month_of_day == m].sum(axis=1) for m in MONTHS], axis=1)
     targets = Targets(
         gpu_time_share=by_month / np.maximum(by_month.sum(axis=0, keepdims=True), 1e-9),
@@ -257,7 +257,10 @@ def _place_in_vcs(
     vc = assign_vcs(rng, targets, month, gpus, duration_s, min_gpus, run_work)
     month_days = (_month_edges_s() // 86400).astype(np.int64)
     unmovable = unmovable_busy(submit_s, seconds, gpus, vc, len(cap.vcs), month_days)
-    busy = around_unmovable(busy, unmovable, cap.gpus_by_day, named, month_of_day)
+    run_days = np.stack(
+        [_run_days_by_month(month[vc == v], seconds[vc == v], gpus[vc == v]) for v in range(len(cap.vcs))]
+    )
+    busy = order_days(rng, busy, unmovable, cap.gpus_by_day, named, month_of_day, run_days)
     weekday = WEEKDAY_FACTOR[[d.weekday() for d in days]]
     submit_s = follow_envelope(rng, submit_s, duration_s, vc, busy * weekday[None, :], month_days)
     for v in range(len(cap.vcs)):

@@ -6,11 +6,11 @@ whisker ends, quartiles and median joined linearly, below them the share of idle
 published one. Each month moves the log-odds of the shapes' values by one shift per cluster (idle and full time stay
 so) so that the cluster's GPU time is Fig 3's utilisation of its GPUs; in the figure's month Earth's ten keep their
 published shapes and its other VCs share what is left. The envelope is the resulting busy GPUs of every VC and day:
-for Earth's ten, each month's days take the shape's quantiles in a random order smoothed into runs of days about as
-long as the jobs that hold the month's GPU time, so the VC is busy, idle or full for whole stretches as the figure's
-boxes say, and a full day asks for all its GPUs (the figure's 100 % is every GPU busy: the queue keeps it so); once
-the jobs have their VCs, those days are reordered so that the busy ones fall where jobs running past their month's
-end (which cannot move) already hold GPUs (around_unmovable); every
+for Earth's ten, each month's days take the shape's quantiles; once the jobs have their VCs, the days are ordered
+along a smooth random curve over stretches about as long as the jobs that hold the VC's GPU time that month, plus
+the share of the VC that jobs running past their month's end (which cannot move) already hold (order_days), so the
+VC is busy, idle or full for whole stretches its jobs fit in, as the figure's boxes say, and a full day asks for all
+its GPUs (the figure's 100 % is every GPU busy: the queue keeps it so); every
 other VC is as busy every day as its shape's mean, at most HEADROOM_PCT below its GPUs (its box is not published, and
 the jobs that overflow a full VC would queue).
 """
@@ -212,33 +212,40 @@ def monthly_shifts(
     return out
 
 
-def in_runs(p: np.ndarray, run_days: int) -> np.ndarray:
-    """The values p reordered so that days near each other get values near each other: p's sorted values in the
-    order of its moving average over run_days days (the same values, so the month's shape stays)."""
-    if run_days <= 1 or len(p) <= 1:
-        return p
-    kernel = np.ones(run_days)
-    smooth = np.convolve(p, kernel, mode="same") / np.convolve(np.ones(len(p)), kernel, mode="same")
-    return np.sort(p)[np.argsort(np.argsort(smooth, kind="stable"), kind="stable")]
-
-
-def around_unmovable(
-    busy: np.ndarray, unmovable: np.ndarray, gpus_by_day: np.ndarray, named: np.ndarray, month_of_day: np.ndarray
+def order_days(
+    rng: np.random.Generator,
+    busy: np.ndarray,
+    unmovable: np.ndarray,
+    gpus_by_day: np.ndarray,
+    named: np.ndarray,
+    month_of_day: np.ndarray,
+    run_days: np.ndarray,
 ) -> np.ndarray:
-    """The envelope (VCs x days) with each named VC's days of each month reordered so that days busy with jobs that
-    cannot move (unmovable: mean GPUs per VC and day) get the high levels: the month's levels (% of the day's GPUs)
-    in the order of level plus unmovable share, so idle days fall where no job must run and the month's box stays."""
+    """The envelope (VCs x days) with each named VC's days of each month reordered: the month's levels (% of the
+    day's GPUs) in the order of a smooth random curve (see smooth_curve; run_days = VCs x months, in month order) plus
+    the share of the VC held by jobs that cannot move (unmovable: mean GPUs per VC and day), so the VC is busy or idle
+    for stretches its jobs fit in, idle days fall where no job must run, and the month's box stays."""
     out = busy.copy()
     for v in np.flatnonzero(named).tolist():
-        for month in np.unique(month_of_day).tolist():
+        for m, month in enumerate(np.unique(month_of_day).tolist()):
             idx = np.flatnonzero((month_of_day == month) & (gpus_by_day[v] > 0))
             if len(idx) < 2:
                 continue
             gpus = gpus_by_day[v, idx]
-            level = busy[v, idx] / gpus
-            rank = np.argsort(np.argsort(level + unmovable[v, idx] / gpus, kind="stable"), kind="stable")
-            out[v, idx] = np.sort(level)[rank] * gpus
+            curve = smooth_curve(rng, len(idx), int(run_days[v, m]))
+            rank = np.argsort(np.argsort(curve + unmovable[v, idx] / gpus, kind="stable"), kind="stable")
+            out[v, idx] = np.sort(busy[v, idx] / gpus)[rank] * gpus
     return out
+
+
+def smooth_curve(rng: np.random.Generator, n_days: int, run_days: int) -> np.ndarray:
+    """The ranks (0 to 1) over n_days days of white noise smoothed twice over run_days days: a random order in which
+    days within about run_days of each other get near ranks."""
+    width = max(1, run_days)
+    kernel = np.ones(width) / width
+    noise = rng.standard_normal(n_days + 2 * width)
+    smooth = np.convolve(np.convolve(noise, kernel, mode="same"), kernel, mode="same")[width : width + n_days]
+    return np.argsort(np.argsort(smooth, kind="stable"), kind="stable") / max(n_days - 1, 1)
 
 
 def envelope(
@@ -250,11 +257,10 @@ def envelope(
     days: list[date],
     months: tuple[int, ...],
     fixed: np.ndarray | None = None,
-    run_days: np.ndarray | None = None,
 ) -> np.ndarray:
     """Busy GPUs each VC should have on each day (VCs x days), times the day's GPUs: for the figure's named VCs, per
-    month the shape at evenly spread probabilities in a random order put into runs of run_days (per month; see
-    in_runs), moved by the month's shift, full days at 100 % (their boxes are published); for the others the
+    month the shape at evenly spread probabilities in ascending order (order_days orders them once the jobs have
+    their VCs), moved by the month's shift, full days at 100 % (their boxes are published); for the others the
     shape's mean every day of the month (only their spread of means is held to the figure, and even days queue
     least)."""
     month_of_day = np.array([d.month for d in days])
@@ -263,8 +269,7 @@ def envelope(
         for m, month in enumerate(months):
             idx = np.flatnonzero(month_of_day == month)
             if named[v]:
-                p = (rng.permutation(len(idx)) + rng.random(len(idx))) / len(idx)
-                p = in_runs(p, 1 if run_days is None else int(run_days[m]))
+                p = (np.arange(len(idx)) + rng.random(len(idx))) / len(idx)
                 level = profile.quantiles(p, shifts[v, m], full_pct=100.0)
             elif fixed is not None and np.isfinite(fixed[v, m]):
                 level = np.full(len(idx), fixed[v, m])

