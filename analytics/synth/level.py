@@ -65,13 +65,14 @@ def level_heavy_jobs(
     """New submit seconds: each heavy job (biggest first) gets the day of its month whose hours over its run have the
     lowest peak of busy GPUs (as if jobs started at submit) relative to the room that day (gpus_by_day: the GPUs, or
     the busy GPUs the envelope wants); ties go to the day nearest the original. Light jobs and jobs spanning two
-    months keep their time."""
+    months keep their time and hold their GPUs before the first heavy job is levelled."""
     out = np.asarray(submit_s, dtype=np.int64).copy()
     work = gpus * duration_s.astype(float)
     if len(out) == 0 or work.sum() <= 0:
         return out
     order = np.argsort(-work, kind="stable")
     heavy = order[: np.searchsorted(np.cumsum(work[order]), HEAVY_SHARE * work.sum()) + 1]
+    heavy = heavy[start_days(out[heavy], duration_s[heavy], month_start_day)[0]]  # the others hold their GPUs first
     light = np.ones(len(out), bool)
     light[heavy] = False
     last_s = max(int((out + duration_s).max()), int(month_start_day[-1]) * DAY_S)  # moved jobs stay in their month

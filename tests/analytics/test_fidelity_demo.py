@@ -28,8 +28,6 @@ AMPLITUDE_2B = "diurnal GPU-job submissions per hour: max - min over the hours (
 # pass must leave this list (the test says so), one that starts to fail is a regression
 KNOWN_MISSES = {
     ("Fig 3", "Earth", "Apr GPU utilisation %"),
-    ("Fig 3", "Earth", "Apr multi-GPU-job utilisation %"),
-    ("Fig 3", "Earth", "monthly multi-GPU-job utilisation (shape)"),
     ("Fig 4", "Earth", "vcTJs: q1 utilisation %"),
     ("Fig 4", "Earth", "vc8Sj: median utilisation %"),
     ("Fig 4", "Earth", "vccaA: q3 utilisation %"),

@@ -112,6 +112,15 @@ def test_level_heavy_jobs_keeps_hour_of_day_and_month_and_moves_by_whole_days():
     assert np.array_equal(_month(new[moved] + duration[moved]), _month(new[moved]))  # moved runs stay in the month
 
 
+def test_a_job_running_into_the_next_month_holds_its_gpus_before_bigger_jobs_are_levelled():
+    submit = np.array([27 * DAY_S, 29 * DAY_S + 12 * HOUR_S])  # a movable 22 GPU-day job, then one into month 1
+    duration = np.array([66 * HOUR_S, 36 * HOUR_S])
+    gpus = np.array([8, 8])
+    new = level_heavy_jobs(submit, duration, gpus, np.full(61, 8), TWO_MONTHS)
+    assert new[1] == submit[1]  # it cannot move
+    assert new[0] + duration[0] <= submit[1] and _month(new[0:1])[0] == 0  # the bigger job moved off its hours
+
+
 def test_level_heavy_jobs_never_moves_a_job_spanning_two_months():
     submit, duration, gpus = _mixed_trace()
     new = level_heavy_jobs(submit, duration, gpus, np.full(61, 64), TWO_MONTHS)
