@@ -1,18 +1,17 @@
 """Per-VC load of the synthetic trace, drawn from Fig 4 (Earth, May 2020, its 10 largest VCs).
 
-Each VC takes the shape of one of the ten VCs the paper draws: Earth's ten their own, the other VCs (in a random
-order) the ten in turn, evenly spread over them. A shape is a per-minute utilisation distribution: the box's
-whisker ends, quartiles and median joined linearly, below them the share of idle time that makes its mean the
-published one. Each month moves the log-odds of the shapes' values by one shift per cluster (idle and full time stay
-so) so that the cluster's GPU time is Fig 3's utilisation of its GPUs; in the figure's month Earth's ten keep their
-published shapes and its other VCs share what is left. The envelope is the resulting busy GPUs of every VC and day:
-for Earth's ten, each month's days take the shape's quantiles; once the jobs have their VCs, the days are ordered
-along a smooth random curve over stretches about as long as the jobs that hold the VC's GPU time that month, plus
-the share of the VC that jobs running past their month's end (which cannot move) already hold (order_days), so the
-VC is busy, idle or full for whole stretches its jobs fit in, as the figure's boxes say, and a full day asks for all
-its GPUs (the figure's 100 % is every GPU busy: the queue keeps it so); every
-other VC is as busy every day as its shape's mean, at most HEADROOM_PCT below its GPUs (its box is not published, and
-the jobs that overflow a full VC would queue).
+Each VC takes the shape of one of the ten VCs the paper draws: Earth's ten their own, the other VCs (in a random order)
+the ten in turn, evenly spread over them. A shape is a per-minute utilisation distribution: the box's whisker ends,
+quartiles and median joined linearly, below them the share of idle time that makes its mean the published one. Each
+month moves the log-odds of the shapes' values by one shift per cluster (idle and full time stay so) so that the
+cluster's GPU time is Fig 3's utilisation of its GPUs; in the figure's month Earth's ten keep their published shapes and
+its other VCs share what is left. The envelope is the resulting busy GPUs of every VC and day: for Earth's ten, each
+month's days take the shape's quantiles; once the jobs have their VCs, the days are ordered along a smooth random curve
+over stretches about as long as the jobs that hold the VC's GPU time that month, plus the share of the VC that jobs
+running past their month's end (which cannot move) already hold (order_days), so the VC is busy, idle or full for whole
+stretches its jobs fit in, as the figure's boxes say, and a full day asks for all its GPUs (the figure's 100 % is every
+GPU busy: the queue keeps it so); every other VC is as busy every day as its shape's mean, at most HEADROOM_PCT below
+its GPUs (its box is not published, and the jobs that overflow a full VC would queue).
 """
 
 from __future__ import annotations
