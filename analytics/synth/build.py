@@ -257,9 +257,7 @@ def _place_in_vcs(
     vc = assign_vcs(rng, targets, month, gpus, duration_s, min_gpus, run_work)
     month_days = (_month_edges_s() // 86400).astype(np.int64)
     unmovable = unmovable_busy(submit_s, seconds, gpus, vc, len(cap.vcs), month_days)
-    run_days = np.stack(
-        [_run_days_by_month(month[vc == v], seconds[vc == v], gpus[vc == v]) for v in range(len(cap.vcs))]
-    )
+    run_days = _run_days_by_vc_month(vc, len(cap.vcs), month, seconds, gpus)
     busy = order_days(rng, busy, unmovable, cap.gpus_by_day, named, month_of_day, run_days)
     weekday = WEEKDAY_FACTOR[[d.weekday() for d in days]]
     submit_s = follow_envelope(rng, submit_s, duration_s, vc, busy * weekday[None, :], month_days)
@@ -269,13 +267,16 @@ def _place_in_vcs(
     return vc, submit_s, np.array([p.norm_queue_pct for p in profiles])
 
 
-def _run_days_by_month(month: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:
-    """Per month (month = index of each GPU job's submit month), the GPU-time-weighted mean duration (whole days, at
-    least 1) of its jobs: how long the runs that hold a GPU-second of that month last."""
+def _run_days_by_vc_month(
+    vc: np.ndarray, n_vcs: int, month: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray
+) -> np.ndarray:
+    """Per VC and month (VCs x months; vc and month = each GPU job's VC and submit month index), the GPU-time-weighted
+    mean duration (whole days, at least 1) of its jobs: how long the runs that hold a GPU-second of it last."""
     seconds = np.asarray(duration_s, dtype=float)
-    work = np.bincount(month, gpus * seconds, len(MONTHS))
-    weighted_s = np.bincount(month, gpus * seconds**2, len(MONTHS)) / np.maximum(work, 1e-9)
-    return np.maximum(np.round(weighted_s / 86400), 1).astype(np.int64)
+    cell, size = vc * len(MONTHS) + month, n_vcs * len(MONTHS)
+    work = np.bincount(cell, gpus * seconds, size)
+    weighted_s = np.bincount(cell, gpus * seconds**2, size) / np.maximum(work, 1e-9)
+    return np.maximum(np.round(weighted_s / 86400), 1).astype(np.int64).reshape(n_vcs, len(MONTHS))
 
 
 def _run_work_by_month(submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:

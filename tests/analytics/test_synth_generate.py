@@ -16,7 +16,7 @@ from analytics.synth.build import (
     SynthParams,
     _achievable,
     _month_min_gpus,
-    _run_days_by_month,
+    _run_days_by_vc_month,
     _with_gpu_time,
     build_dataset,
     generate,
@@ -164,14 +164,15 @@ def test_user_completion_ratios_move_to_bins_their_users_can_reach():
     assert bins[5] == 9 and bins[4] == 5  # 1 job cannot complete half: takes the 10-job user's 95 %
 
 
-def test_run_days_are_the_gpu_time_weighted_mean_duration_of_each_months_jobs():
+def test_run_days_are_the_gpu_time_weighted_mean_duration_of_each_vcs_months_jobs():
     day_s = 86_400
-    month = np.array([0, 0, 1])  # two April jobs, one May job
-    duration_s = np.array([10 * day_s, 60, day_s // 4])
-    gpus = np.array([8, 1, 2])
-    run_days = _run_days_by_month(month, duration_s, gpus)
-    assert run_days[:3].tolist() == [10, 1, 1]  # a long 8-GPU job outweighs a minute's; a short run is one day
-    assert (run_days >= 1).all()  # a month without jobs: one day, the random order unchanged
+    month = np.array([0, 0, 1, 0])  # two April jobs and one May job of VC 0, an April job of VC 1
+    duration_s = np.array([10 * day_s, 60, day_s // 4, 3 * day_s])
+    gpus = np.array([8, 1, 2, 1])
+    run_days = _run_days_by_vc_month(np.array([0, 0, 0, 1]), 3, month, duration_s, gpus)
+    assert run_days[0, :3].tolist() == [10, 1, 1]  # a long 8-GPU job outweighs a minute's; a short run is one day
+    assert run_days[1, 0] == 3  # each VC its own jobs
+    assert (run_days >= 1).all()  # a VC or month without jobs: one day
 
 
 def test_durations_are_stretched_to_the_gpu_time_asked():
