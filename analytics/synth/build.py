@@ -41,7 +41,7 @@ from analytics.synth.layout import (
     range_min_table,
     submit_offsets_s,
 )
-from analytics.synth.level import follow_envelope, level_heavy_jobs, split_rhythm, start_days, unmovable_busy
+from analytics.synth.level import Jobs, place_against_spill, split_rhythm, start_days, unmovable_busy
 from analytics.synth.profiles import (
     envelope,
     largest_vcs,
@@ -260,11 +260,9 @@ def _place_in_vcs(
     run_days = _run_days_by_vc_month(vc, len(cap.vcs), month, seconds, gpus)
     busy = order_days(rng, busy, unmovable, cap.gpus_by_day, named, month_of_day, run_days)
     weekday = WEEKDAY_FACTOR[[d.weekday() for d in days]]
-    submit_s = follow_envelope(rng, submit_s, duration_s, vc, busy * weekday[None, :], month_days)
-    for v in range(len(cap.vcs)):
-        rows = np.flatnonzero(vc == v)
-        submit_s[rows] = level_heavy_jobs(submit_s[rows], duration_s[rows], gpus[rows], busy[v], month_days)
-    return vc, submit_s, np.array([p.norm_queue_pct for p in profiles])
+    jobs = Jobs(submit_s, duration_s, gpus, vc)
+    placed = place_against_spill(rng.random(len(submit_s)), jobs, busy, weekday, cap.gpus_by_day, month_days)
+    return vc, placed, np.array([p.norm_queue_pct for p in profiles])
 
 
 def _run_days_by_vc_month(

@@ -11,30 +11,74 @@ counts per month, submissions per hour of day, durations, GPU counts and GPU tim
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 HOUR_S = 3600
 DAY_S = 86_400
 HEAVY_SHARE = 0.8  # the biggest jobs (by GPU time) holding this share of the GPU time are levelled
 SHORT_RHYTHM_FLOOR = 0.1  # the short jobs' rhythm keeps at least this share of the published one in every hour
+SPILL_ROUNDS = 2  # placements re-aimed at the envelope minus what a queue would run beyond it (place_against_spill)
+SPILL_MAX_ASK = 1.25  # ... asking at most this many times a VC's GPUs on a day, so that a queue keeps full days full
+
+
+class Jobs(NamedTuple):
+    """One cluster's GPU jobs: submit second, duration (s), GPUs and VC index."""
+
+    submit_s: np.ndarray
+    duration_s: np.ndarray
+    gpus: np.ndarray
+    vc: np.ndarray
+
+
+def place_against_spill(
+    u: np.ndarray,
+    jobs: Jobs,
+    envelope: np.ndarray,
+    weekday: np.ndarray,
+    gpus_by_day: np.ndarray,
+    month_start_day: np.ndarray,
+) -> np.ndarray:
+    """New submit seconds: the jobs placed on the envelope (VCs x days, place_on), then SPILL_ROUNDS times placed
+    again on it minus what a queue would run beyond it each day (run_by_day), at most SPILL_MAX_ASK x the GPUs."""
+    target, placed = envelope, place_on(u, jobs, envelope * weekday[None, :], envelope, month_start_day)
+    for _ in range(SPILL_ROUNDS):
+        spill = run_by_day(placed, np.maximum(jobs.duration_s, 1), jobs.gpus, jobs.vc, gpus_by_day) - envelope
+        target = np.clip(target - spill, 0.0, SPILL_MAX_ASK * gpus_by_day)
+        placed = place_on(u, jobs, target * weekday[None, :], target, month_start_day)
+    return placed
+
+
+def place_on(
+    u: np.ndarray, jobs: Jobs, weight_by_day: np.ndarray, busy_by_day: np.ndarray, month_start_day: np.ndarray
+) -> np.ndarray:
+    """New submit seconds: every job drawn to a day of its month by its VC's weight (follow_envelope at quantiles u),
+    then each VC's heavy jobs levelled against its busy GPUs by day (level_heavy_jobs)."""
+    placed = follow_envelope(u, jobs.submit_s, jobs.duration_s, jobs.vc, weight_by_day, month_start_day)
+    for v in np.unique(jobs.vc).tolist():
+        rows = np.flatnonzero(jobs.vc == v)
+        d, g = jobs.duration_s[rows], jobs.gpus[rows]
+        placed[rows] = level_heavy_jobs(placed[rows], d, g, busy_by_day[v], month_start_day)
+    return placed
 
 
 def follow_envelope(
-    rng: np.random.Generator,
+    u: np.ndarray,
     submit_s: np.ndarray,
     duration_s: np.ndarray,
     vc: np.ndarray,
     weight_by_day: np.ndarray,
     month_start_day: np.ndarray,
 ) -> np.ndarray:
-    """New submit seconds: each job that runs within its submit month moves, at the same time of day, to a day of
-    that month (on which it still ends inside the month) drawn in proportion to its VC's weight that day (weight_by_day
-    = VCs x days, the envelope times the weekday rhythm); jobs of a VC without weight there keep their time."""
+    """New submit seconds: each job that runs within its submit month moves, at the same time of day, to the day of
+    that month (on which it still ends inside the month) at its uniform quantile u of its VC's weight over those days
+    (weight_by_day = VCs x days, the envelope times the weekday rhythm); jobs of a VC without weight there keep their
+    time."""
     out = np.asarray(submit_s, dtype=np.int64).copy()
     tod = out % DAY_S
     movable, first, last = start_days(out, duration_s, month_start_day)
     cum = np.concatenate([np.zeros((weight_by_day.shape[0], 1)), np.cumsum(weight_by_day, axis=1)], axis=1)
-    u = rng.random(len(out))
     for v in np.unique(vc[movable]).tolist():
         jobs = np.flatnonzero(movable & (vc == v))
         low, high = cum[v, first[jobs]], cum[v, np.minimum(last[jobs], weight_by_day.shape[1] - 1) + 1]
@@ -125,6 +169,28 @@ def unmovable_busy(
         start = np.maximum(submit_s[rows] - first * DAY_S, 0)
         end = np.maximum(submit_s[rows] + duration_s[rows] - first * DAY_S, 0)
         out[v] = hourly_busy(start, end - start, gpus[rows], n_days, DAY_S)
+    return out
+
+
+def fluid_run(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Per slot, the load that runs when what is asked beyond capacity waits for the next slots with room (a fluid
+    first-come-first-served queue: the backlog obeys Lindley's recursion)."""
+    excess = np.cumsum(np.asarray(demand, dtype=float) - capacity)
+    backlog = excess - np.minimum(np.minimum.accumulate(excess), 0.0)
+    return demand + np.concatenate([[0.0], backlog[:-1]]) - backlog
+
+
+def run_by_day(
+    submit_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray, vc: np.ndarray, gpus_by_day: np.ndarray
+) -> np.ndarray:
+    """Mean GPUs running per VC and day (VCs x days) if every job is asked for at its submit second and what is
+    asked beyond the VC's GPUs waits for room (fluid_run, hour by hour)."""
+    n_vcs, n_days = gpus_by_day.shape
+    out = np.zeros((n_vcs, n_days))
+    for v in np.unique(vc).tolist():
+        rows = np.flatnonzero(vc == v)
+        asked = hourly_busy(submit_s[rows], duration_s[rows], gpus[rows], n_days * 24)
+        out[v] = fluid_run(asked, np.repeat(gpus_by_day[v].astype(float), 24)).reshape(n_days, 24).mean(axis=1)
     return out
 
 

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
 
-import analytics.synth.build
+import analytics.synth.level
 from analytics.synth.build import SynthParams, generate
-from analytics.synth.level import DAY_S, HEAVY_SHARE, HOUR_S, hourly_busy, level_heavy_jobs, unmovable_busy
+from analytics.synth.level import (
+    DAY_S,
+    HEAVY_SHARE,
+    HOUR_S,
+    fluid_run,
+    hourly_busy,
+    level_heavy_jobs,
+    run_by_day,
+    unmovable_busy,
+)
 from analytics.synth.profiles import order_days
 
 TWO_MONTHS = np.array([0, 30, 61])  # day 0..29 is month 0, day 30..60 is month 1
@@ -55,6 +66,37 @@ def test_hourly_busy_hand_checked_example():
 
 def test_hourly_busy_of_a_zero_duration_job_is_zero():
     np.testing.assert_allclose(hourly_busy(np.array([HOUR_S + 10]), np.array([0]), np.array([8]), 3), [0.0, 0.0, 0.0])
+
+
+def test_fluid_run_hand_checked_example():
+    demand = np.array([6.0, 2.0, 0.0, 5.0, 1.0])
+    capacity = np.full(5, 4.0)
+    # slot 0 runs 4 and leaves 2 waiting; slot 1 runs 2 + 2; slot 2 is idle; slot 3 runs 4, slot 4 the 1 left and 1
+    np.testing.assert_allclose(fluid_run(demand, capacity), [4.0, 4.0, 0.0, 4.0, 2.0])
+
+
+@given(
+    st.lists(st.floats(0, 100), min_size=1, max_size=60),
+    st.lists(st.floats(0, 100), min_size=60, max_size=60),
+)
+def test_fluid_run_stays_within_capacity_and_never_runs_more_than_was_asked(demand, capacity):
+    asked, room = np.array(demand), np.array(capacity[: len(demand)])
+    run = fluid_run(asked, room)
+    assert (run >= -1e-9).all() and (run <= room + 1e-9).all()
+    assert (np.cumsum(run) <= np.cumsum(asked) + 1e-6).all()
+    waiting = np.cumsum(asked) - np.cumsum(run)
+    assert np.all((waiting <= 1e-6) | (run >= room - 1e-6))  # a slot leaves work waiting only when it is full
+
+
+def test_run_by_day_carries_what_a_full_vc_cannot_run_into_the_next_day():
+    gpus_by_day = np.array([[8, 8, 8], [4, 4, 4]])
+    submit = np.array([0, 0, 0])
+    duration = np.array([DAY_S, DAY_S, DAY_S])
+    gpus = np.array([8, 4, 2])
+    vc = np.array([0, 0, 1])
+    run = run_by_day(submit, duration, gpus, vc, gpus_by_day)
+    # VC 0 is asked 12 GPUs on day 0: 8 run, the 4 left run on day 1; VC 1 runs its 2 GPUs on day 0
+    np.testing.assert_allclose(run, [[8.0, 4.0, 0.0], [2.0, 0.0, 0.0]])
 
 
 def test_unmovable_busy_counts_only_the_jobs_that_run_past_their_month():
@@ -189,7 +231,7 @@ def _gpu_job_counts(jobs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 def test_generated_trace_keeps_monthly_and_hourly_gpu_job_counts(monkeypatch):
     params = SynthParams(scale=0.002, seed=3)
     levelled, _ = generate(params)
-    monkeypatch.setattr(analytics.synth.build, "level_heavy_jobs", lambda submit, *a: submit)
+    monkeypatch.setattr(analytics.synth.level, "level_heavy_jobs", lambda submit, *a: submit)
     unlevelled, _ = generate(params)
     gpu = pl.col("gpu_num") > 0
     assert not levelled.filter(gpu)["submit_time"].sort().equals(unlevelled.filter(gpu)["submit_time"].sort())

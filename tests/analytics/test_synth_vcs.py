@@ -135,7 +135,7 @@ def test_follow_envelope_keeps_time_of_day_and_month_and_avoids_days_without_wei
     vc = rng.integers(0, 2, n)
     weight = np.ones((2, 61))
     weight[0, :15] = 0.0  # VC 0 is empty for the first half of month 0
-    out = follow_envelope(rng, submit, duration, vc, weight, months)
+    out = follow_envelope(rng.random(len(submit)), submit, duration, vc, weight, months)
     assert (out % DAY_S == submit % DAY_S).all()
     month_of = np.searchsorted(months, submit // DAY_S, side="right")
     assert (np.searchsorted(months, out // DAY_S, side="right") == month_of).all()
