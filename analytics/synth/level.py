@@ -1,7 +1,8 @@
 """Where in its month each synthetic GPU job runs: jobs move by whole days within their month so that each VC's
 load follows its envelope (analytics.synth.profiles: busy, idle or saturated days as Fig 4's boxes say), and the
 jobs holding most GPU time are then levelled against it, as teams spread their big runs instead of submitting them
-blindly.
+blindly. The placement is made again against what a queue would run beyond the envelope (place_against_spill), as
+a day asking more than the GPUs runs its excess on the days after it.
 
 Independent submissions make the as-if-started-at-submit demand of big multi-day jobs pile up above the VC's GPUs
 for days, which no scheduler can serve with the short published queues. Moving jobs only by whole days and never out
