@@ -12,7 +12,7 @@ counts per month, submissions per hour of day, durations, GPU counts and GPU tim
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,7 +24,8 @@ SPILL_ROUNDS = 2  # placements re-aimed at the envelope minus what a queue would
 SPILL_MAX_ASK = 1.25  # ... asking at most this many times a VC's GPUs on a day, so that a queue keeps full days full
 
 
-class Jobs(NamedTuple):
+@dataclass(frozen=True)
+class Jobs:
     """One cluster's GPU jobs: submit second, duration (s), GPUs and VC index."""
 
     submit_s: np.ndarray
@@ -44,8 +45,9 @@ def place_against_spill(
     """New submit seconds: the jobs placed on the envelope (VCs x days, place_on), then SPILL_ROUNDS times placed
     again on it minus what a queue would run beyond it each day (run_by_day), at most SPILL_MAX_ASK x the GPUs."""
     target, placed = envelope, place_on(u, jobs, envelope * weekday[None, :], envelope, month_start_day)
+    seconds = np.maximum(jobs.duration_s, 1)
     for _ in range(SPILL_ROUNDS):
-        spill = run_by_day(placed, np.maximum(jobs.duration_s, 1), jobs.gpus, jobs.vc, gpus_by_day) - envelope
+        spill = run_by_day(placed, seconds, jobs.gpus, jobs.vc, gpus_by_day) - envelope
         target = np.clip(target - spill, 0.0, SPILL_MAX_ASK * gpus_by_day)
         placed = place_on(u, jobs, target * weekday[None, :], target, month_start_day)
     return placed
@@ -176,9 +178,10 @@ def unmovable_busy(
 def fluid_run(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Per slot, the load that runs when what is asked beyond capacity waits for the next slots with room (a fluid
     first-come-first-served queue: the backlog obeys Lindley's recursion)."""
-    excess = np.cumsum(np.asarray(demand, dtype=float) - capacity)
+    asked = np.asarray(demand, dtype=float)
+    excess = np.cumsum(asked - capacity)
     backlog = excess - np.minimum(np.minimum.accumulate(excess), 0.0)
-    return demand + np.concatenate([[0.0], backlog[:-1]]) - backlog
+    return asked + np.concatenate([[0.0], backlog[:-1]]) - backlog
 
 
 def run_by_day(
