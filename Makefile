@@ -32,11 +32,11 @@ run: install demo bundled ## start the dashboard on http://127.0.0.1:8050
 	HELIOS_ANONYMOUS_ROLE=$${HELIOS_ANONYMOUS_ROLE:-admin} $(BIN)/helios serve --host 127.0.0.1 --port 8050 --debug
 
 # Test workers (pytest-xdist): whole files per worker, the longest first (tests/conftest.py); TEST_WORKERS=0 runs
-# the suite in one process.
+# the suite in one process. The 15 slowest tests are listed at the end, to watch CI's 10-minute budget.
 TEST_WORKERS ?= 2
 
 test: install demo bundled ## run the whole test suite (builds the bundled datasets first if missing)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 lint: install ## ruff, and the import contracts of docs/architecture.md
 	$(BIN)/ruff check .
