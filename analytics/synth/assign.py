@@ -11,7 +11,8 @@ affine map of them: min-max normalisation cannot tell it from them) placed where
 runs on the jobs grouped into cells (month, GPUs, power-of-two duration), every job counted. The heaviest jobs are
 then drawn against the GPU time their VCs still lack; given each job's GPU time per calendar month (Earth, Saturn and
 Uranus: analytics.synth.build.CALENDAR_CLUSTERS), in the calendar months they run in and relative to what the jobs
-left are expected to bring (_draw_heavy_in_months).
+left are expected to bring (_draw_heavy_in_months). The named VCs' drawn job mix is then held to the fitted one
+by moving short jobs of the month Fig 4 shows between them and the other VCs (hold_named_mix).
 """
 
 from __future__ import annotations
@@ -250,3 +251,97 @@ def assign_vcs(
         pick = (cum < u[lo : lo + _CHUNK, None] * cum[:, -1:]).sum(axis=1)
         out[part] = np.minimum(pick, cum.shape[1] - 1)
     return out
+
+
+def hold_named_mix(
+    targets: Targets, vc: np.ndarray, month: np.ndarray, gpus: np.ndarray, duration_s: np.ndarray, fits: np.ndarray
+) -> np.ndarray:
+    """The VCs of the jobs with short jobs of the mix month moved between each named VC and the others until its
+    drawn jobs' mean duration is on the line through the published normalised ones (_mix_line), as far as short jobs
+    allow, each move taking the GPU count that brings its mean GPUs per job nearest the published one: the few long
+    jobs that hold most of a VC's seconds make the drawn mean stray from the fitted one by 10-25 % (fits = jobs x VCs
+    a job may go to)."""
+    out = np.asarray(vc, dtype=np.int64).copy()
+    if targets.named.sum() < 3:
+        return out
+    in_mix = np.asarray(month) == targets.mix_month
+    seconds = np.asarray(duration_s, dtype=float)
+    want_s = _mix_line(targets, out, in_mix, seconds)
+    spare = in_mix & ~targets.named[out]
+    for v in np.flatnonzero(~np.isnan(want_s)).tolist():
+        own = np.flatnonzero(in_mix & (out == v))
+        mix = _Mix(len(own), float(gpus[own].sum()), float(seconds[own].sum()), targets.gpus_per_job[v])
+        if mix.mean_s > want_s[v]:
+            taken = mix.moves(np.flatnonzero(spare & fits[:, v]), gpus, seconds, want_s[v], +1)
+            out[taken], spare[taken] = v, False
+        else:
+            given = mix.moves(own, gpus, seconds, want_s[v], -1)
+            out[given] = _receivers(given, out, spare, fits, targets.named)
+    return out
+
+
+def _mix_line(targets: Targets, vc: np.ndarray, in_mix: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """Per VC, the mean duration (s) its mix-month jobs should have (NaN for the VCs not held): the named VC with the
+    lowest published value keeps its drawn mean (0 %), the others lie on the line from it whose 100 % is the median
+    of what each of them implies."""
+    n_vcs = len(targets.named)
+    jobs = np.bincount(vc[in_mix], minlength=n_vcs)
+    mean_s = np.bincount(vc[in_mix], weights=seconds[in_mix], minlength=n_vcs) / np.maximum(jobs, 1)
+    pct = targets.norm_duration_pct
+    low_vc = np.flatnonzero(targets.named)[np.argmin(pct[targets.named])]
+    held = targets.named & (pct > pct[low_vc]) & (jobs > 0)
+    out = np.full(n_vcs, np.nan)
+    if held.any():
+        low = mean_s[low_vc]
+        high = float(np.median(low + (mean_s[held] - low) * 100 / pct[held]))
+        out[held] = low + pct[held] / 100 * (high - low)
+    return out
+
+
+def _receivers(given: np.ndarray, vc: np.ndarray, spare: np.ndarray, fits: np.ndarray, named: np.ndarray) -> np.ndarray:
+    """For each given job, the VC it goes to: of the VCs not named that may hold it, the one with the most spare
+    mix-month jobs (its own if none may)."""
+    size = np.where(named, -1, np.bincount(vc[spare], minlength=len(named)))
+    allowed = np.where(fits[given], size[None, :], -2)
+    best = np.argmax(allowed, axis=1)
+    return np.where(allowed.max(axis=1) >= 0, best, vc[given])
+
+
+@dataclass
+class _Mix:
+    """A VC's mix-month jobs as sums (jobs, GPUs, seconds) and its published mean GPUs per job."""
+
+    jobs: int
+    gpus: float
+    seconds: float
+    gpus_per_job: float
+
+    @property
+    def mean_s(self) -> float:
+        """Mean duration (s)."""
+        return self.seconds / max(self.jobs, 1)
+
+    def moves(self, rows: np.ndarray, gpus: np.ndarray, seconds: np.ndarray, want_s: float, sign: int) -> np.ndarray:
+        """Jobs of rows added (sign +1) or given away (-1), shortest first with the GPU count that brings the mean
+        GPUs per job nearest the published one, while the mean duration is still on the wrong side of want_s and a
+        move brings it closer (at most half the VC's jobs given away)."""
+        order = rows[np.lexsort((rows, seconds[rows]))]
+        queues = {g: order[gpus[order] == g].tolist()[::-1] for g in np.unique(gpus[order]).tolist()}
+        moved: list[int] = []
+        limit = self.jobs // 2 if sign < 0 else self.jobs
+        while queues and len(moved) < limit and sign * (self.mean_s - want_s) > 0:
+            need = sign * (self.gpus_per_job * (self.jobs + sign) - self.gpus)
+            g = min(queues, key=lambda k: (abs(k - need), seconds[queues[k][-1]]))
+            if seconds[queues[g][-1]] >= self.mean_s:  # the rest of its queue is longer still
+                del queues[g]
+                continue
+            j = queues[g].pop()
+            if not queues[g]:
+                del queues[g]
+            self.jobs, self.gpus, self.seconds = (
+                self.jobs + sign,
+                self.gpus + sign * g,
+                self.seconds + sign * seconds[j],
+            )
+            moved.append(j)
+        return np.array(moved, dtype=np.int64)

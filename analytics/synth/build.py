@@ -19,7 +19,7 @@ import polars as pl
 from analytics import schema, store
 from analytics.progress import Progress
 from analytics.reference import CLUSTERS, FIG4, period_days, reference, summary_rows
-from analytics.synth.assign import Targets, assign_vcs
+from analytics.synth.assign import Targets, assign_vcs, fitting_vcs, hold_named_mix
 from analytics.synth.dist import (
     assign_blocks,
     couple_by_rank,
@@ -255,6 +255,7 @@ def _place_in_vcs(
     min_gpus = _month_min_gpus(cap, submit_s, duration_s)
     run_work = _run_work_by_month(submit_s, seconds, gpus) if cluster in CALENDAR_CLUSTERS else None
     vc = assign_vcs(rng, targets, month, gpus, duration_s, min_gpus, run_work)
+    vc = hold_named_mix(targets, vc, month, gpus, duration_s, fitting_vcs(min_gpus, gpus))
     month_days = (_month_edges_s() // 86400).astype(np.int64)
     unmovable = unmovable_busy(submit_s, seconds, gpus, vc, len(cap.vcs), month_days)
     run_days = _run_days_by_vc_month(vc, len(cap.vcs), month, seconds, gpus)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from analytics.reference import reference
-from analytics.synth.assign import Targets, assign_vcs, fitting_vcs
+from analytics.synth.assign import Targets, assign_vcs, fitting_vcs, hold_named_mix
 from analytics.synth.level import DAY_S, follow_envelope
 from analytics.synth.profiles import (
     HEADROOM_PCT,
@@ -124,6 +124,44 @@ def test_drawn_in_the_months_they_run_in_small_vcs_get_their_share_of_each_calen
     for m in (0, 1):
         got = np.bincount(vc, weights=run_work[:, m], minlength=4) / run_work[:, m].sum()
         assert got == pytest.approx(share[:, m], rel=0.1)
+
+
+def _normalised_means(vc: np.ndarray, dur: np.ndarray, named: np.ndarray) -> np.ndarray:
+    mean_s = np.array([dur[vc == v].mean() for v in np.flatnonzero(named)])
+    return 100 * (mean_s - mean_s.min()) / (mean_s.max() - mean_s.min())
+
+
+def test_holding_the_named_mix_puts_their_drawn_mean_durations_on_the_published_line():
+    # four named VCs drawn at random from heavy-tailed jobs stray from their published normalised durations (the few
+    # longest jobs hold most seconds); moving short jobs between them and the unnamed VC brings them back, keeping
+    # the published mean GPUs per job and (nearly) every VC's GPU time
+    rng = np.random.default_rng(11)
+    n = 10_000
+    month = np.where(rng.random(n) < 0.9, 0, 1)
+    named = np.array([True, True, True, True, False])
+    pct = np.array([0.0, 20.0, 50.0, 100.0, 0.0])
+    per_job = np.array([1.5, 3.0, 2.0, 2.5, 0.0])
+    vc = rng.choice(5, n, p=[0.3, 0.04, 0.04, 0.02, 0.6])
+    # in expectation, the published mean GPUs per job (1 or 4 GPUs) and mean durations on the published line
+    gpus = np.where(vc == 4, rng.choice([1, 2, 4, 8], n), np.where(rng.random(n) < (4 - per_job[vc]) / 3, 1, 4))
+    log_mean = 6 + np.log1p(9 * pct / 100)
+    dur = np.minimum(rng.lognormal(log_mean[vc], 2.5), 20 * DAY_S).astype(np.int64) + 1
+    min_gpus = np.tile(np.array([64, 64, 64, 64, 256], dtype=np.int32), (n, 1))
+    fits = fitting_vcs(min_gpus, gpus)
+    targets = Targets(np.full((5, 2), 0.2), named, per_job, pct, mix_month=0)
+    held = hold_named_mix(targets, vc, month, gpus, dur, fits)
+    mix = month == 0
+    before = _normalised_means(vc[mix], dur[mix], named)
+    after = _normalised_means(held[mix], dur[mix], named)
+    assert np.abs(before - pct[named]).max() > 5  # the draw strays ...
+    assert after == pytest.approx(pct[named], abs=1.0)  # ... and is held on the line
+    for v in (1, 2, 3):
+        assert gpus[mix & (held == v)].mean() == pytest.approx(per_job[v], rel=0.05)
+    work = gpus * dur.astype(float)
+    moved = held != vc
+    assert (month[moved] == 0).all() and fits[np.arange(n), held].all()
+    for v in range(5):
+        assert work[held == v].sum() == pytest.approx(work[vc == v].sum(), rel=0.02)
 
 
 def test_follow_envelope_keeps_time_of_day_and_month_and_avoids_days_without_weight():
