@@ -44,6 +44,7 @@ from analytics.synth.layout import (
 from analytics.synth.level import Jobs, place_against_spill, split_rhythm, start_days, unmovable_busy
 from analytics.synth.profiles import (
     envelope,
+    figure_vcs,
     largest_vcs,
     monthly_shifts,
     order_days,
@@ -758,8 +759,7 @@ def build_dataset(
 
 def _keeps_backlog() -> pl.Expr:
     """Whether a job's VC is one of Fig 4's published VCs (column `backlog`, see Scheduler)."""
-    published = list(reference()["earth_may_vc_utilization"])
-    return ((pl.col("cluster") == FIG4.cluster) & pl.col("vc").is_in(published)).alias("backlog")
+    return ((pl.col("cluster") == FIG4.cluster) & pl.col("vc").is_in(figure_vcs(FIG4.cluster))).alias("backlog")
 
 
 def scheduler_description(scheduler: Scheduler) -> str:

@@ -76,6 +76,11 @@ def published_profiles() -> dict[str, Profile]:
     return {name: _profile(name, box) for name, box in reference()["earth_may_vc_utilization"].items()}
 
 
+def figure_vcs(cluster: str) -> list[str]:
+    """The VCs of a cluster that Fig 4 draws and the generator gives their own shapes: Earth's published ten."""
+    return list(reference()["earth_may_vc_utilization"]) if cluster == FIG4.cluster else []
+
+
 def vc_profiles(
     rng: np.random.Generator, cluster: str, vcs: list[str], top: np.ndarray | None = None, busy_first: bool = False
 ) -> tuple[list[Profile], np.ndarray]:
@@ -86,7 +91,7 @@ def vc_profiles(
     largest VCs; the rest the ten in turn."""
     shapes = published_profiles()
     ordered = list(shapes.values())
-    named = np.array([cluster == FIG4.cluster and v in shapes for v in vcs])
+    named = np.isin(vcs, figure_vcs(cluster))
     others = rng.permutation(np.flatnonzero(~named)).tolist()
     out = {i: shapes[v] for i, v in enumerate(vcs) if named[i]}
     if top is not None and cluster != FIG4.cluster and (top >= 0).sum() >= len(ordered):
