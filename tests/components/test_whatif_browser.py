@@ -9,7 +9,9 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-BIG_JOBS = 40_000  # enough history that LightGBM + the predictor ladder take seconds (time to cancel)
+BIG_JOBS = 40_000  # enough history that LightGBM + the predictor ladder take seconds
+SLOW_JOBS = 150_000  # five policies with the LightGBM ladder over all its days take ~16 s, so that run is still going
+# when cancelled (fifo and sjf over one week of BIG_JOBS took 2-5 s: a loaded CI machine once clicked cancel too late)
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +22,7 @@ def server(tmp_path_factory, chromium_path, write_small, gunicorn_app):
     root = tmp_path_factory.mktemp("whatif-browser")
     data, cache = root / "data", root / "cache"
     write_small("helios-synth", data, n_jobs=BIG_JOBS)
+    write_small("helios-slow", data, n_jobs=SLOW_JOBS)
     env = {
         **os.environ,
         "HELIOS_DATA_DIR": str(data),
@@ -72,7 +75,7 @@ def _run_cancel_reload(tab, server):
     from components.whatif.run import results_cache
 
     base, settings = server
-    tab.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth")
+    tab.goto(f"{base}/whatif?ds=helios-slow&cluster=Earth&start=2020-04-01&end=2020-04-22")
     tab.wait_for_load_state("networkidle")
     # Fill the form: two policies only, 1.5 x the VC capacity.
     tab.locator("#whatif-policies label:text-is('srtf')").click()
@@ -91,7 +94,9 @@ def _run_cancel_reload(tab, server):
     tab.wait_for_selector("#whatif-graph-jct-cdf .main-svg")
     time.sleep(1.0)
     assert tab.locator("#whatif-error").inner_text() == ""  # a finished run is not reported as lost
-    # A second, slow scenario (LightGBM + predictor ladder) is cancelled while it runs.
+    # A second, slow scenario (all five policies, LightGBM + predictor ladder) is cancelled while it runs.
+    for policy in ("srtf", "qssf", "las"):
+        tab.locator(f"#whatif-policies label:text-is('{policy}')").click()
     tab.locator("#whatif-estimator").click()
     tab.locator(".Select-menu-outer, [role='listbox']").get_by_text("LightGBM", exact=False).first.click()
     tab.locator("#whatif-ladder").check()
