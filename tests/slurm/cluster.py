@@ -34,6 +34,7 @@ CLUSTER = "heliostest"
 ACCOUNTS = {"daemon": "teama", "nobody": "teamb"}  # existing system users who submit the jobs -> their account
 PACKAGES = "slurm-wlm slurmdbd mariadb-server munge"
 SACCT_FORMAT = ",".join(SACCT_FIELDS)  # the README's export
+ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "COMPLETING"}
 START_TIMEOUT_S = 60.0
 
 
@@ -112,12 +113,29 @@ class SlurmCluster:
         return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
 
     def wait_until_idle(self, timeout_s: float = 300) -> None:
-        """Wait until no job is pending or running (raises TimeoutError)."""
+        """Wait until no job is pending or running, in slurmctld and in the accounting (raises TimeoutError)."""
         deadline = time.monotonic() + timeout_s
         while self.states():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"jobs still queued after {timeout_s:g} s: {self.states()}")
             time.sleep(2)
+        self.wait_until_accounted(set(), max(deadline - time.monotonic(), 30))
+
+    def accounted_active(self) -> dict[str, str]:
+        """Jobs the accounting (sacct, slurmdbd) still has pending or running, by job id text: slurmdbd hears of
+        a job's end after slurmctld, so a job squeue no longer lists may still be RUNNING in sacct for a while."""
+        out = self.run("sacct", "--allusers", "--parsable2", "--noheader", "-X", "--starttime=2000-01-01T00:00:00",
+                       "--endtime=now+7days", "--format=JobID,State")  # fmt: skip
+        rows = (line.split("|", 1) for line in out.splitlines() if "|" in line)
+        return {job: state for job, state in rows if state.split()[0] in ACTIVE_STATES}
+
+    def wait_until_accounted(self, allowed: set[str], timeout_s: float = 60) -> None:
+        """Wait until every job sacct still has pending or running is one of allowed (raises TimeoutError)."""
+        deadline = time.monotonic() + timeout_s
+        while set(self.accounted_active()) - allowed:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"sacct still has active jobs after {timeout_s:g} s: {self.accounted_active()}")
+            time.sleep(1)
 
     def wait_for_state(self, job: str, state: str, timeout_s: float = 60) -> None:
         """Wait until job (an id text) reaches state in squeue."""

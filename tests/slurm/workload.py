@@ -101,13 +101,14 @@ def submit(cluster: SlurmCluster, specs: tuple[Spec, ...], into: Submitted) -> N
 
 
 def wait_until_only(cluster: SlurmCluster, submitted: Submitted, labels: tuple[str, ...], timeout_s: float = 120):
-    """Wait until every active job is one of labels."""
+    """Wait until every active job is one of labels, in slurmctld and then in the accounting that sacct exports."""
     allowed = {str(submitted.ids[label]) for label in labels}
     deadline = time.monotonic() + timeout_s
     while set(cluster.states()) - allowed:
         if time.monotonic() > deadline:
             raise TimeoutError(f"jobs still active after {timeout_s:g} s: {cluster.states()}")
         time.sleep(1)
+    cluster.wait_until_accounted(allowed, max(deadline - time.monotonic(), 30))
 
 
 def expected_counts(specs: list[Spec]) -> dict[str, Counter]:
