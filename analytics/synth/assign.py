@@ -275,7 +275,8 @@ def hold_named_mix(
             taken = mix.moves(np.flatnonzero(spare & fits[:, v]), gpus, seconds, want_s[v], +1)
             out[taken], spare[taken] = v, False
         else:
-            given = mix.moves(own, gpus, seconds, want_s[v], -1)
+            movable = own[fits[own][:, ~targets.named].any(axis=1)]  # jobs some VC not named may hold
+            given = mix.moves(movable, gpus, seconds, want_s[v], -1)
             out[given] = _receivers(given, out, spare, fits, targets.named)
     return out
 
@@ -299,12 +300,10 @@ def _mix_line(targets: Targets, vc: np.ndarray, in_mix: np.ndarray, seconds: np.
 
 
 def _receivers(given: np.ndarray, vc: np.ndarray, spare: np.ndarray, fits: np.ndarray, named: np.ndarray) -> np.ndarray:
-    """For each given job, the VC it goes to: of the VCs not named that may hold it, the one with the most spare
-    mix-month jobs (its own if none may)."""
+    """For each given job (one that some VC not named may hold), the VC it goes to: of those, the one with the most
+    spare mix-month jobs."""
     size = np.where(named, -1, np.bincount(vc[spare], minlength=len(named)))
-    allowed = np.where(fits[given], size[None, :], -2)
-    best = np.argmax(allowed, axis=1)
-    return np.where(allowed.max(axis=1) >= 0, best, vc[given])
+    return np.argmax(np.where(fits[given], size[None, :], -2), axis=1)
 
 
 @dataclass

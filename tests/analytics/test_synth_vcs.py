@@ -164,6 +164,25 @@ def test_holding_the_named_mix_puts_their_drawn_mean_durations_on_the_published_
         assert work[held == v].sum() == pytest.approx(work[vc == v].sum(), rel=0.02)
 
 
+def test_a_job_no_other_vc_may_hold_is_not_given_away():
+    # VC 1's mean (762 s) is under its line (2,006 s): it gives away its shortest jobs, at most half of them. The
+    # shortest need 8 GPUs, which the VC not named cannot hold, so it gives its eight 1-GPU jobs of 20 s instead
+    # (counting the 8-GPU ones as given, it moved four and stopped)
+    dur = np.array([10] * 4 + [10] * 4 + [20] * 8 + [3000] * 4 + [2505] * 4 + [5000] * 4 + [10] * 20)
+    gpus = np.array([1] * 4 + [8] * 4 + [1] * 8 + [1] * 4 + [1] * 8 + [1] * 20)
+    vc = np.array([0] * 4 + [1] * 16 + [2] * 4 + [3] * 4 + [4] * 20)
+    n = len(vc)
+    min_gpus = np.tile(np.array([64, 64, 64, 64, 2], dtype=np.int32), (n, 1))
+    fits = fitting_vcs(min_gpus, gpus)
+    named = np.array([True, True, True, True, False])
+    per_job, pct = np.array([1.0, 1.0, 1.0, 1.0, 0.0]), np.array([0.0, 40.0, 50.0, 100.0, 0.0])  # 8-GPU jobs go first
+    held = hold_named_mix(Targets(np.full((5, 1), 0.2), named, per_job, pct, 0), vc, np.zeros(n), gpus, dur, fits)
+    assert (held[4:8] == 1).all()  # the 8-GPU jobs stay
+    given = np.flatnonzero((vc == 1) & (held != 1))
+    assert given.tolist() == list(range(8, 16)) and (held[given] == 4).all()
+    assert dur[held == 1].mean() == 1505.0
+
+
 def test_follow_envelope_keeps_time_of_day_and_month_and_avoids_days_without_weight():
     rng = np.random.default_rng(4)
     months = np.array([0, 30, 61])
