@@ -211,15 +211,14 @@ def assign_vcs(
     month: np.ndarray,
     gpu_num: np.ndarray,
     duration_s: np.ndarray,
-    min_gpus: np.ndarray,
+    fits: np.ndarray,
     run_work: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The VC index of each GPU job (month = index of its submit month; min_gpus = jobs x VCs, each VC's fewest GPUs
-    over the job's month and run), drawn from the logit calibrated to targets: the jobs holding HEAVY_SHARE of the
+    """The VC index of each GPU job (month = index of its submit month; fits = jobs x VCs the job may go to,
+    fitting_vcs), drawn from the logit calibrated to targets: the jobs holding HEAVY_SHARE of the
     GPU time against what their VCs still lack (largest first), the others independently. With run_work (jobs x
     months, each job's GPU time in each calendar month), the jobs holding CALENDAR_HEAVY_SHARE of it are drawn
     against their VCs' lack in the months they run in (_draw_heavy_in_months)."""
-    fits = fitting_vcs(min_gpus, gpu_num)
     cells, cell = _cells(month, gpu_num, duration_s, fits)
     model = _fit(targets, cells)
     p_cell = model.probs(cells.month, cells.log_g, cells.log_d, cells.fits)
@@ -324,7 +323,7 @@ class _Mix:
         """Jobs of rows added (sign +1) or given away (-1), shortest first with the GPU count that brings the mean
         GPUs per job nearest the published one, while the mean duration is still on the wrong side of want_s and a
         move brings it closer (at most half the VC's jobs given away)."""
-        order = rows[np.lexsort((rows, seconds[rows]))]
+        order = rows[np.argsort(seconds[rows], kind="stable")]  # rows ascend: ties stay in job order
         queues = {g: order[gpus[order] == g].tolist()[::-1] for g in np.unique(gpus[order]).tolist()}
         moved: list[int] = []
         limit = self.jobs // 2 if sign < 0 else self.jobs

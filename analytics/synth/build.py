@@ -253,10 +253,10 @@ def _place_in_vcs(
         norm_duration_pct=np.array([p.norm_duration_pct for p in profiles]),
         mix_month=MONTHS.index(FIG4.start.month),
     )
-    min_gpus = _month_min_gpus(cap, submit_s, duration_s)
     run_work = _run_work_by_month(submit_s, seconds, gpus) if cluster in CALENDAR_CLUSTERS else None
-    vc = assign_vcs(rng, targets, month, gpus, duration_s, min_gpus, run_work)
-    vc = hold_named_mix(targets, vc, month, gpus, duration_s, fitting_vcs(min_gpus, gpus))
+    fits = fitting_vcs(_month_min_gpus(cap, submit_s, duration_s), gpus)
+    vc = assign_vcs(rng, targets, month, gpus, duration_s, fits, run_work)
+    vc = hold_named_mix(targets, vc, month, gpus, duration_s, fits)
     month_days = (_month_edges_s() // 86400).astype(np.int64)
     unmovable = unmovable_busy(submit_s, seconds, gpus, vc, len(cap.vcs), month_days)
     run_days = _run_days_by_vc_month(vc, len(cap.vcs), month, seconds, gpus)

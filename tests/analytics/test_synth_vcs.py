@@ -94,7 +94,7 @@ def test_jobs_go_only_to_vcs_that_hold_them_and_vcs_get_their_share_of_gpu_time(
     share = np.array([[0.6, 0.7], [0.3, 0.2], [0.1, 0.1]])
     named = np.array([True, False, False])
     targets = Targets(share, named, np.array([9.0, 0, 0]), np.array([0.0, 0, 0]), mix_month=1)
-    vc = assign_vcs(rng, targets, month, gpus, dur, min_gpus)
+    vc = assign_vcs(rng, targets, month, gpus, dur, fitting_vcs(min_gpus, gpus))
     assert fitting_vcs(min_gpus, gpus)[np.arange(n), vc].all()
     assert (gpus[vc == 2] <= 8).all()  # a 16-GPU VC holds jobs of at most half its GPUs
     work = gpus * dur.astype(float)
@@ -119,7 +119,7 @@ def test_drawn_in_the_months_they_run_in_small_vcs_get_their_share_of_each_calen
     min_gpus = np.tile(np.array([256, 32, 32, 16], dtype=np.int32), (n, 1))
     share = np.array([[0.7, 0.6], [0.1, 0.2], [0.15, 0.1], [0.05, 0.1]])
     targets = Targets(share, np.zeros(4, dtype=bool), np.zeros(4), np.zeros(4), mix_month=0)
-    vc = assign_vcs(rng, targets, month, gpus, dur, min_gpus, run_work)
+    vc = assign_vcs(rng, targets, month, gpus, dur, fitting_vcs(min_gpus, gpus), run_work)
     assert fitting_vcs(min_gpus, gpus)[np.arange(n), vc].all()
     for m in (0, 1):
         got = np.bincount(vc, weights=run_work[:, m], minlength=4) / run_work[:, m].sum()
