@@ -1,9 +1,11 @@
 """Heartbeats of background jobs: every poll of a job's result by its page marks the job as still wanted, so that a
-run nobody polls any more (its tab closed) can be stopped. Kept in the shared Redis when one is configured (the
-Celery worker may run on another host), else in files of the host's private cache folder."""
+run nobody polls any more (its tab closed) can be stopped; and cancel requests, which reach a run even when its page
+does not know the job's id yet. Kept in the shared Redis when one is configured (the Celery worker may run on another
+host), else in files of the host's private cache folder."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -82,6 +84,26 @@ def forget(settings: Settings, job: str) -> None:
                 stale.unlink(missing_ok=True)
         except FileNotFoundError:
             continue
+
+
+def _cancel_name(client: str, token: str) -> str:
+    """The heartbeat name under which client's cancel of its run token is kept (a digest: no user text in a path)."""
+    return "cancel-" + hashlib.sha256(f"{client}\n{token}".encode()).hexdigest()[:40]
+
+
+def request_cancel(settings: Settings, client: str, token: str) -> None:
+    """Record that client cancelled its run token (its job may not have started yet)."""
+    beat(settings, _cancel_name(client, token))
+
+
+def cancel_requested(settings: Settings, client: str, token: str) -> bool:
+    """Whether client cancelled its run token."""
+    return last_beat_s(settings, _cancel_name(client, token)) is not None
+
+
+def forget_cancel(settings: Settings, client: str, token: str) -> None:
+    """Drop client's cancel of its run token (the run ended)."""
+    forget(settings, _cancel_name(client, token))
 
 
 def _polled_job() -> str | None:

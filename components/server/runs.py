@@ -9,9 +9,11 @@ import fcntl
 import hashlib
 import multiprocessing
 import os
+import re
 import resource
 import signal
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -31,6 +33,10 @@ PR_SET_PDEATHSIG = 1  # prctl option: the signal this process gets when its pare
 
 class RunError(RuntimeError):
     """A limited run failed or was refused: the message is the user-facing reason."""
+
+
+class RunCancelled(RunError):
+    """The run's client cancelled it (by its token), before it started or while it ran."""
 
 
 def _limit_memory(memory_mb: int) -> None:
@@ -77,9 +83,16 @@ class Caller:
     client: str
     job: str
     kind: str = "run"
+    token: str = ""  # the page's id of this run, which its Cancel button names (see cancel_run)
 
 
 CLIENT_DATA = "helios_client"  # the key of the client in a callback's custom data
+_TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")  # a run token: uuid4().hex, made by the server when the run is asked for
+
+
+def run_token() -> str:
+    """A new run token, which the page keeps to name its run when it cancels it."""
+    return uuid.uuid4().hex
 
 
 def client_of_request() -> str:
@@ -104,13 +117,22 @@ def _job_id() -> str:
     return str(current_task.request.id) if current_task and current_task.request.id else str(os.getpid())
 
 
-def job_caller(kind: str) -> Caller | None:
-    """The caller of the background callback being run for work of this kind (None outside one, e.g. a script)."""
+def job_caller(kind: str, token: str = "") -> Caller | None:
+    """The caller of the background callback being run for work of this kind, whose page names the run token (None
+    outside one, e.g. a script)."""
     try:
         client = dash.callback_context.custom_data.get(CLIENT_DATA)
     except dash.exceptions.MissingCallbackContextException:
         return None
-    return Caller(str(client), _job_id(), kind) if client else None
+    token = token if _TOKEN_RE.match(token) else ""
+    return Caller(str(client), _job_id(), kind, token) if client else None
+
+
+def cancel_run(settings: Settings, token: str) -> None:
+    """Record that the client of the current request cancelled its run token: the run stops at its next check, or
+    before it starts. Dash's own cancel reaches only a job whose id the page has already received."""
+    if _TOKEN_RE.match(token):
+        heartbeats.request_cancel(settings, client_of_request(), token)
 
 
 @contextmanager
@@ -174,8 +196,18 @@ def _unpolled_s(settings: Settings, caller: Caller | None, started_wall_s: float
     return time.time() - max(last_s, started_wall_s)
 
 
+def _stop_if_cancelled(settings: Settings, caller: Caller | None, proc=None) -> None:
+    """Stop proc (if started) and raise RunCancelled when caller's client cancelled the run's token."""
+    if caller is None or not caller.token or not heartbeats.cancel_requested(settings, caller.client, caller.token):
+        return
+    if proc is not None:
+        proc.kill()
+    raise RunCancelled("cancelled")
+
+
 def _check_limits(proc, settings: Settings, started_s: float, caller: Caller | None, started_wall_s: float) -> None:
     """Stop proc and raise when it has run longer or grown larger than the settings allow, or nobody polls it."""
+    _stop_if_cancelled(settings, caller, proc)
     if time.monotonic() - started_s > settings.run_timeout_s:
         proc.kill()
         raise RunError(f"the run took longer than {settings.run_timeout_s} s and was stopped")
@@ -200,10 +232,13 @@ def run_in_subprocess(
 ):
     """Run target(*args, report) in a fresh spawned interpreter within the host's run slots and the memory and time
     limits of settings, forwarding its progress; return its value (an expected exception becomes a RunError). With
-    a caller, the run also takes one of its client's slots and stops when its job is no longer polled."""
+    a caller, the run also takes one of its client's slots and stops when its job is no longer polled or its token
+    is cancelled (RunCancelled)."""
     settings = settings or Settings()
     with ExitStack() as held:
         if caller is not None:
+            held.callback(heartbeats.forget_cancel, settings, caller.client, caller.token)
+            _stop_if_cancelled(settings, caller)
             held.enter_context(user_slot(settings, caller.client, caller.kind))
             held.callback(heartbeats.forget, settings, caller.job)
         held.enter_context(run_slot(settings))

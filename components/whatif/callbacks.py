@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import datetime
 
 import dash_bootstrap_components as dbc
@@ -17,7 +16,7 @@ from analytics.csv_safety import csv_text
 from components.charts import units
 from components.datasets import access
 from components.server.background import background_manager, poll_interval_ms
-from components.server.runs import RunError, job_caller, run_in_subprocess
+from components.server.runs import RunCancelled, RunError, job_caller, run_in_subprocess, run_token
 from components.server.settings import Settings
 from components.shell import controls
 from components.shell.controls import graph_config
@@ -25,7 +24,7 @@ from components.whatif import figures as wf
 from components.whatif import form as ids
 from components.whatif import labels
 from components.whatif import sweep as whatif_sweep
-from components.whatif.run import SCENARIO_ERRORS, get_or_run, metrics_json, results_cache
+from components.whatif.run import SCENARIO_ERRORS, cancel_request, get_or_run, metrics_json, results_cache
 from components.whatif.state import FALLBACK_PRESET, form_to_config, form_to_search, preset_defaults
 from sim.ces.policy import POLICY_PARAMS
 from sim.scenario import RECORDED, ScenarioResult, config_to_dict, open_request
@@ -235,7 +234,7 @@ def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings
     return (
         search,
         None,
-        {"config": config_to_dict(request.config), "token": uuid.uuid4().hex},
+        {"config": config_to_dict(request.config), "token": run_token()},
         no_update,
         no_update,
         RUNNING,
@@ -265,8 +264,10 @@ def run_job(set_progress, request: dict | None, settings: Settings) -> tuple:
             progress,
             settings=settings,
             expected=SCENARIO_ERRORS,
-            caller=job_caller("run"),
+            caller=job_caller("run", str(request.get("token", ""))),
         )
+    except RunCancelled:
+        return no_update, no_update, ids.CANCELLED_STATUS, None
     except RunError as exc:
         return no_update, no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
     return out["children"], out["meta"], out["status"], None
@@ -441,8 +442,9 @@ def register(app: Dash, settings: Settings | None = None, manager=None) -> None:
     app.callback(
         Output(ids.STATUS, "children", allow_duplicate=True),
         Input(ids.CANCEL, "n_clicks"),
+        State(ids.CONFIG, "data"),
         prevent_initial_call=True,
-    )(lambda n: "cancelled" if n else no_update)
+    )(lambda n, request: cancel_request(n, request, settings))
     app.clientside_callback(
         "(n, request) => (n && request) ? request.token : window.dash_clientside.no_update",
         Output(ids.CANCELLED, "data"),

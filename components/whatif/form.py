@@ -46,6 +46,7 @@ ERROR = "whatif-error"
 STATUS = "whatif-status"
 CONFIG = "whatif-config"
 CANCELLED = "whatif-cancelled"  # the token of the run the user cancelled
+CANCELLED_STATUS = "cancelled"  # the status line of a cancelled run or sweep
 RESULT = "whatif-result"
 RESULTS = "whatif-results"
 DOWNLOADS = "whatif-downloads"

@@ -8,9 +8,13 @@ import pickle
 import time
 from pathlib import Path
 
+from dash.exceptions import PreventUpdate
+
 from analytics import store
 from components.server.background import cache_dir
+from components.server.runs import cancel_run
 from components.server.settings import Settings
+from components.whatif.form import CANCELLED_STATUS
 from components.whatif.labels import METRICS
 from sim.scenario import ProgressCallback, ScenarioError, ScenarioRequest, ScenarioResult, run_request
 
@@ -93,3 +97,12 @@ def metrics_json(result: ScenarioResult) -> str:
 
 
 SCENARIO_ERRORS = (ScenarioError, store.DatasetError, ValueError)  # what a run reports as a user-facing reason
+
+
+def cancel_request(n_clicks, request: dict | None, settings: Settings) -> str:
+    """Cancel the page's current run or sweep by its request's token (it may not have started yet); say so."""
+    if not n_clicks:
+        raise PreventUpdate
+    if request:
+        cancel_run(settings, str(request.get("token", "")))
+    return CANCELLED_STATUS

@@ -17,13 +17,13 @@ from analytics.filters import query_params
 from components.charts import units
 from components.charts.figures import empty_figure, style
 from components.server.background import poll_interval_ms
-from components.server.runs import RunError, job_caller, run_in_subprocess
+from components.server.runs import RunCancelled, RunError, job_caller, run_in_subprocess, run_token
 from components.server.settings import Settings
 from components.shell.controls import graph_config
 from components.whatif import form as ids
 from components.whatif import labels
 from components.whatif.figures import scheme_color
-from components.whatif.run import SCENARIO_ERRORS, results_cache
+from components.whatif.run import SCENARIO_ERRORS, cancel_request, results_cache
 from components.whatif.state import form_to_config, form_to_params
 from sim.scenario import RECORDED, ScenarioError, config_to_dict, open_request
 from sim.sweep import CES_METRICS, parse_grid, run_sweep, sweepable
@@ -40,6 +40,7 @@ STATUS = "whatif-sweep-status"
 GRAPH = "whatif-sweep-graph"
 ERROR = "whatif-sweep-error"
 AUTORUN = "whatif-sweep-autorun"
+REQUEST = "whatif-sweep-request"  # {"token": ...}: one per press of Run sweep, which Cancel names
 METRICS: tuple[str, ...] = (
     "avg_jct_s",
     "avg_queue_s",
@@ -130,6 +131,7 @@ def section(params: dict[str, str] | None = None) -> dbc.Card:
         buttons,
         html.Div(alerts, id=ERROR),
         dcc.Store(id=AUTORUN, data=(params or {}).get(AUTORUN_KEY) == "1" and not problems),
+        dcc.Store(id=REQUEST),
         _graph(),
     ]
     return dbc.Card(dbc.CardBody(body, className="p-2"), className="mt-3 shadow-sm")
@@ -237,10 +239,17 @@ def sweep_job(config_data: dict, grid: dict, metric: str, settings: Settings, re
     return {**out, "cached": False}
 
 
-def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, energy_values, *values, settings):
-    """The background job of 'Run sweep' (clicked, or by a URL with sweep=1): validate, run the grid in a subprocess
-    (or take it from the cache), return the chart."""
+def new_request(n_clicks) -> dict:
+    """A press of 'Run sweep' (clicked, or by a URL with sweep=1) as a request with a new run token."""
     if not n_clicks:
+        raise PreventUpdate
+    return {"token": run_token()}
+
+
+def run_sweep_job(set_progress, request, x, xv, y, yv, metric, policy_values, energy_values, *values, settings):
+    """The background job of a sweep request: validate, run the grid in a subprocess (or take it from the cache),
+    return the chart."""
+    if not request:
         raise PreventUpdate
     try:
         grid = grid_of(x, xv, y, yv)
@@ -258,8 +267,10 @@ def run_sweep_job(set_progress, n_clicks, x, xv, y, yv, metric, policy_values, e
             progress,
             settings=settings,
             expected=SCENARIO_ERRORS,
-            caller=job_caller("sweep"),
+            caller=job_caller("sweep", str(request.get("token", ""))),
         )
+    except RunCancelled:
+        return no_update, ids.CANCELLED_STATUS, None
     except RunError as exc:
         return no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
     return out["figure"], f"{out['rows']} rows" + (", from cache" if out["cached"] else ""), None
@@ -299,11 +310,18 @@ def register(app: Dash, settings: Settings, manager, form_states: list[State]) -
         *form_states,
         prevent_initial_call=True,
     )(sweep_url)
+    app.callback(Output(REQUEST, "data"), Input(RUN, "n_clicks"), prevent_initial_call=True)(new_request)
+    app.callback(
+        Output(STATUS, "children", allow_duplicate=True),
+        Input(CANCEL, "n_clicks"),
+        State(REQUEST, "data"),
+        prevent_initial_call=True,
+    )(lambda n, request: cancel_request(n, request, settings))
     app.callback(
         Output(GRAPH, "figure"),
         Output(STATUS, "children"),
         Output(ERROR, "children"),
-        Input(RUN, "n_clicks"),
+        Input(REQUEST, "data"),
         State(X_PARAM, "value"),
         State(X_VALUES, "value"),
         State(Y_PARAM, "value"),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from components.server import heartbeats
-from components.server.runs import Caller, RunError, run_in_subprocess, run_slot, user_slot
+from components.server.runs import Caller, RunCancelled, RunError, run_in_subprocess, run_slot, run_token, user_slot
 from components.server.settings import Settings
 
 
@@ -137,3 +137,36 @@ def test_a_run_nobody_polls_is_stopped_and_a_polled_one_is_not(settings):
         stop.set()
         poller.join()
     assert heartbeats.last_beat_s(quick, "7002") is None  # forgotten once the run ended
+
+
+def test_a_run_cancelled_before_it_starts_never_starts(settings):
+    """A page may cancel before it has heard the job's id from the server; the run's token still stops it."""
+    token = run_token()
+    heartbeats.request_cancel(settings, "user:ada", token)
+    started = time.monotonic()
+    with pytest.raises(RunCancelled):
+        run_in_subprocess(_sleep, (60,), settings=settings, caller=Caller("user:ada", "8001", "run", token))
+    assert time.monotonic() - started < 1.0  # refused before a child process was spawned
+    assert not heartbeats.cancel_requested(settings, "user:ada", token)  # forgotten once the run ended
+
+
+def test_a_run_stops_soon_after_its_client_cancels_it_and_not_for_another_client(settings):
+    import threading
+
+    token = run_token()
+
+    def cancel() -> None:
+        time.sleep(1.0)
+        heartbeats.request_cancel(settings, "user:bob", token)  # not bob's run
+        time.sleep(2.0)
+        heartbeats.request_cancel(settings, "user:ada", token)
+
+    canceller = threading.Thread(target=cancel)
+    started = time.monotonic()
+    canceller.start()
+    try:
+        with pytest.raises(RunCancelled):
+            run_in_subprocess(_sleep, (60,), settings=settings, caller=Caller("user:ada", "8002", "run", token))
+    finally:
+        canceller.join()
+    assert 3.0 <= time.monotonic() - started < 6.0
