@@ -52,6 +52,12 @@ def _round_trip(settings: Settings) -> None:
     assert heartbeats.last_beat_s(settings, "../../etc/passwd") is None
     heartbeats.forget(settings, "4242")
     assert heartbeats.last_beat_s(settings, "4242") is None
+    token = "0123456789abcdef0123456789abcdef"
+    heartbeats.request_cancel(settings, "user:ada", token)
+    assert heartbeats.cancel_requested(settings, "user:ada", token)
+    assert not heartbeats.cancel_requested(settings, "user:bob", token)  # a cancel is its client's only
+    heartbeats.forget_cancel(settings, "user:ada", token)
+    assert not heartbeats.cancel_requested(settings, "user:ada", token)
 
 
 def test_file_heartbeats_round_trip(tmp_path):
