@@ -18,6 +18,8 @@ from analytics.store import Dataset
 
 CATALOG_PART = "catalog"
 CATALOG_FILE = "catalog.json"
+DAY_US = 86_400 * 1_000_000
+BUSY_SHARE = 0.1  # a last day with fewer GPU jobs than this share of the cluster's median day is a trailing tail
 
 
 def _iso_day(us: int | None) -> str | None:
@@ -111,6 +113,22 @@ def last_submit(ds: Dataset) -> datetime | None:
     """The latest submit time in a dataset (None when it has no jobs): where its relative time ranges end."""
     cols = colstore.columns(ds)
     return colstore.from_us(int(cols.submit_us.max())) if cols.n_rows else None
+
+
+def recent_days(ds: Dataset, cluster: str, n_days: int) -> tuple[str | None, str | None]:
+    """The first and last of the n_days submit days (ISO dates) that end on the cluster's last busy day: its last day
+    with at least BUSY_SHARE of its median daily GPU jobs (a trace's sparse tail is passed over); None without GPU
+    jobs."""
+    cols = colstore.columns(ds)
+    names = cols.cats["cluster"].names
+    if cluster not in names:
+        return None, None
+    gpu = (cols.cats["cluster"].codes == names.index(cluster)) & (cols.gpu_num > 0)
+    days, per_day = np.unique(cols.submit_us[gpu] // DAY_US, return_counts=True)
+    if not days.size:
+        return None, None
+    last_day = int(days[per_day >= BUSY_SHARE * np.median(per_day)].max())
+    return _iso_day((last_day - n_days + 1) * DAY_US), _iso_day(last_day * DAY_US)
 
 
 def cluster_names(ds: Dataset) -> list[str]:

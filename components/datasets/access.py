@@ -119,6 +119,11 @@ def dataset_period(name: str) -> tuple[str | None, str | None]:
     return _of_dataset("period", name, catalog.submit_days)
 
 
+def recent_days(name: str, cluster: str, n_days: int) -> tuple[str | None, str | None]:
+    """The last n_days submit days of a cluster up to its last busy day, as ISO dates (None, None without GPU jobs)."""
+    return _of_dataset("recent", name, lambda ds: catalog.recent_days(ds, cluster, n_days), cluster, str(n_days))
+
+
 def active_users(state: dict[str, Any]) -> pl.DataFrame:
     """Distinct users per cluster among the jobs a filter state selects (columns cluster, active_users)."""
     return _of_selection("users", state, queries.active_users)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
 from typing import Any
 
 import dash
@@ -20,7 +19,7 @@ from components.whatif.state import default_form, form_from_params
 # filters=False: the page has its own dataset, cluster and window; the shell hides the global filter bar
 dash.register_page(__name__, path="/whatif", name="What-if", title="Helios Dashboard · What-if", order=6, filters=False)
 
-DEFAULT_WINDOW_DAYS = 7
+DEFAULT_WINDOW_DAYS = 7  # the default window: the cluster's last week up to its last busy day
 
 
 def initial_form(params: dict[str, str]) -> tuple[dict, list[str], dict, list[str]]:
@@ -33,8 +32,9 @@ def initial_form(params: dict[str, str]) -> tuple[dict, list[str], dict, list[st
         clusters = access.cluster_names(dataset)
         first, last = access.dataset_period(dataset)
         cluster = params.get("cluster") or (clusters[0] if clusters else "")
-        start = (date.fromisoformat(last) - timedelta(days=DEFAULT_WINDOW_DAYS - 1)).isoformat() if last else None
-        base = default_form(dataset, cluster, start, last)
+        start, end = access.recent_days(dataset, cluster, DEFAULT_WINDOW_DAYS) if cluster in clusters else (None, None)
+        start = max(filter(None, (start, first)), default=None)  # not before the dataset's first day
+        base = default_form(dataset, cluster, start, end or last)
         vcs = access.gpu_vcs(dataset, cluster) if cluster in clusters else []
         scope = {"clusters": clusters, "vcs": vcs, "first": first, "last": last}
     form, problems = form_from_params(params, base)
