@@ -96,14 +96,7 @@ def _run_cancel_reload(tab, server):
     tab.locator("#whatif-estimator").click()
     tab.locator(".Select-menu-outer, [role='listbox']").get_by_text("LightGBM", exact=False).first.click()
     tab.locator("#whatif-ladder").check()
-    held = _hold_first_start_of(tab, "whatif-config.data")
-    tab.locator("#whatif-run").click()
-    tab.wait_for_selector("#whatif-cancel:not([disabled])", timeout=30_000)
-    _wait_until(tab, lambda: held)
-    tab.locator("#whatif-cancel").click()
-    tab.wait_for_function("document.getElementById('whatif-status').innerText === 'cancelled'")
-    held[0].continue_()  # now the server hears of the run, after its cancel
-    tab.wait_for_selector("#whatif-run:not([disabled])", timeout=30_000)
+    _cancel_before_the_server_hears(tab, "whatif", "whatif-config.data")
     tab.wait_for_function("document.getElementById('whatif-status').innerText === 'cancelled'")
     assert "est=lightgbm" in tab.url and "ladder=1" in tab.url
     assert _table(tab) == first_table
@@ -120,6 +113,19 @@ def _run_cancel_reload(tab, server):
     checked = tab.locator("#whatif-policies input:checked").evaluate_all("els => els.map(e => e.value)")
     assert checked == ["fifo", "sjf"]
     assert tab.errors == []
+
+
+def _cancel_before_the_server_hears(tab, prefix: str, trigger: str) -> None:
+    """Press <prefix>-run, hold back the request that starts its job (triggered by trigger), press <prefix>-cancel,
+    then let the request through and wait for Run to come back."""
+    held = _hold_first_start_of(tab, trigger)
+    tab.locator(f"#{prefix}-run").click()
+    tab.wait_for_selector(f"#{prefix}-cancel:not([disabled])", timeout=30_000)
+    _wait_until(tab, lambda: held)
+    tab.locator(f"#{prefix}-cancel").click()
+    tab.wait_for_function(f"document.getElementById('{prefix}-status').innerText === 'cancelled'")
+    held[0].continue_()  # now the server hears of the run, after its cancel
+    tab.wait_for_selector(f"#{prefix}-run:not([disabled])", timeout=30_000)
 
 
 def _hold_first_start_of(tab, trigger: str) -> list:
@@ -157,14 +163,7 @@ def _sweep(tab, server) -> None:
     tab.locator("#whatif-sweep-x-values").fill("1,2")
     tab.locator("#whatif-sweep-y-values").fill("fifo,sjf")
     # Cancelled before the server hears of it, the sweep never runs.
-    held = _hold_first_start_of(tab, "whatif-sweep-request.data")
-    tab.locator("#whatif-sweep-run").click()
-    tab.wait_for_selector("#whatif-sweep-cancel:not([disabled])", timeout=30_000)
-    _wait_until(tab, lambda: held)
-    tab.locator("#whatif-sweep-cancel").click()
-    tab.wait_for_function("document.getElementById('whatif-sweep-status').innerText === 'cancelled'")
-    held[0].continue_()
-    tab.wait_for_selector("#whatif-sweep-run:not([disabled])", timeout=30_000)
+    _cancel_before_the_server_hears(tab, "whatif-sweep", "whatif-sweep-request.data")
     time.sleep(1.0)
     assert tab.locator("#whatif-sweep-status").inner_text() == "cancelled"
     assert tab.locator("#whatif-sweep-graph .js-plotly-plot").evaluate("el => el.data.length") == 0
