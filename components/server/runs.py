@@ -236,9 +236,10 @@ def run_in_subprocess(
     is cancelled (RunCancelled)."""
     settings = settings or Settings()
     with ExitStack() as held:
-        if caller is not None:
+        if caller is not None and caller.token:
             held.callback(heartbeats.forget_cancel, settings, caller.client, caller.token)
             _stop_if_cancelled(settings, caller)
+        if caller is not None:
             held.enter_context(user_slot(settings, caller.client, caller.kind))
             held.callback(heartbeats.forget, settings, caller.job)
         held.enter_context(run_slot(settings))
