@@ -1,0 +1,182 @@
+"""Fair-share as priority/multifactor computes it: the association tree, decayed usage, Fair Tree's ranks and the
+classic 2^(-usage/shares) factor.
+
+Usage is accrued per user association and counted in every account above it (an account's usage is the sum of
+its users', since decay multiplies all alike). Fair Tree (fair_tree.c) ranks the users by a depth-first walk of
+the tree, siblings sorted by level fair-share S/U (S: shares over the siblings' shares, U: usage over the
+parent's usage), users before accounts on ties; a user's factor is its rank over the number of user associations.
+Sibling accounts tied on S/U are not merged: Slurm's `_count_tied_accounts` stops at the first account it meets,
+so a tied account starts its own walk tied with the previous sibling (as Slurm does).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from analytics.slurm_config import ROOT, AssocSpec
+
+
+@dataclass(frozen=True)
+class AssocTree:
+    """The association tree: node 0 is root; accounts and user associations with their raw shares."""
+
+    names: tuple[str, ...]  # "root", "<account>", "<account>/<user>"
+    parent: tuple[int, ...]  # -1 for root
+    is_user: tuple[bool, ...]
+    shares: tuple[int, ...]
+    children: tuple[tuple[int, ...], ...]
+    users: tuple[int, ...]  # node index of each user association, in the order of user_key
+    user_key: tuple[tuple[str, str], ...]  # (account, user) of each user association
+    ancestors: np.ndarray  # (nodes x users) 1 where the node is the user association or above it
+
+    def user_index(self, account: str, user: str) -> int:
+        """The index (into users) of the association of user in account."""
+        return self.user_key.index((account, user))
+
+    def node_usage(self, user_usage: np.ndarray) -> np.ndarray:
+        """Every node's usage from the users' usage."""
+        return self.ancestors @ user_usage
+
+    def level_shares(self, node: int) -> int:
+        """The raw shares of node and its siblings together."""
+        p = self.parent[node]
+        return self.shares[node] if p < 0 else sum(self.shares[c] for c in self.children[p])
+
+
+def build_tree(assocs: tuple[AssocSpec, ...], job_pairs: list[tuple[str, str]]) -> tuple[AssocTree, list[str]]:
+    """The tree of the configured associations plus, for each (account, user) of a job that has none, a user
+    association of 1 share (under a new account of 1 share below root when the account is not configured too);
+    returns it and a note per association added."""
+    accounts: dict[str, tuple[str, int]] = {ROOT: ("", 1)}
+    users: dict[tuple[str, str], int] = {}
+    for a in assocs:
+        if a.user:
+            users[(a.account, a.user)] = a.shares
+        elif a.account != ROOT:
+            accounts[a.account] = (a.parent or ROOT, a.shares)
+    notes = []
+    for account, user in dict.fromkeys(job_pairs):
+        if account not in accounts:
+            accounts[account] = (ROOT, 1)
+            notes.append(f"account {account!r} is not in the configuration: added below root with 1 share")
+        if (account, user) not in users:
+            users[(account, user)] = 1
+            notes.append(f"user {user!r} has no association in account {account!r}: added with 1 share")
+    return _tree(accounts, users), notes
+
+
+def _tree(accounts: dict[str, tuple[str, int]], users: dict[tuple[str, str], int]) -> AssocTree:
+    names, parent, is_user, shares = [ROOT], [-1], [False], [1]
+    index = {ROOT: 0}
+    for account in _top_down(accounts):
+        index[account] = len(names)
+        names.append(account)
+        parent.append(index[accounts[account][0]])
+        is_user.append(False)
+        shares.append(accounts[account][1])
+    user_nodes = []
+    for account, user in users:
+        user_nodes.append(len(names))
+        names.append(f"{account}/{user}")
+        parent.append(index[account])
+        is_user.append(True)
+        shares.append(users[(account, user)])
+    children: list[list[int]] = [[] for _ in names]
+    for node, p in enumerate(parent):
+        if p >= 0:
+            children[p].append(node)
+    ancestors = np.zeros((len(names), len(user_nodes)))
+    for u, node in enumerate(user_nodes):
+        while node >= 0:
+            ancestors[node, u] = 1.0
+            node = parent[node]
+    return AssocTree(
+        tuple(names),
+        tuple(parent),
+        tuple(is_user),
+        tuple(shares),
+        tuple(tuple(c) for c in children),
+        tuple(user_nodes),
+        tuple(users),
+        ancestors,
+    )
+
+
+def _top_down(accounts: dict[str, tuple[str, int]]) -> list[str]:
+    """The accounts below root, each after its parent (ValueError on a cycle or an unknown parent)."""
+    order: list[str] = []
+    placed = {ROOT}
+    pending = [a for a in accounts if a != ROOT]
+    while pending:
+        ready = [a for a in pending if accounts[a][0] in placed]
+        if not ready:
+            raise ValueError(f"accounts {', '.join(sorted(pending))} have no path to root")
+        order += ready
+        placed.update(ready)
+        pending = [a for a in pending if a not in placed]
+    return order
+
+
+def decay_per_s(half_life_s: int) -> float:
+    """Slurm's per-second decay factor 1 - 0.693 / half-life (1: no decay)."""
+    return 1.0 - 0.693 / half_life_s if half_life_s > 0 else 1.0
+
+
+def fair_tree_factors(tree: AssocTree, user_usage: np.ndarray) -> np.ndarray:
+    """Each user association's Fair Tree factor (rank / user associations) for the users' usage."""
+    usage = tree.node_usage(user_usage)
+    n_users = len(tree.users)
+    factor = np.zeros(len(tree.names))
+    state = {"rank": n_users, "rnt": n_users}
+
+    def level_fs(node: int) -> float:
+        p = tree.parent[node]
+        u = usage[node] / usage[p] if usage[p] > 0 else 0.0
+        s = tree.shares[node] / tree.level_shares(node) if tree.level_shares(node) else 0.0
+        if s == 0:
+            return 0.0
+        return s / u if u > 0 else math.inf
+
+    def walk(siblings: tuple[int, ...], account_tied: bool) -> None:
+        lf = {n: level_fs(n) for n in siblings}
+        ordered = sorted(siblings, key=lambda n: (-lf[n], not tree.is_user[n], n))
+        prev = None
+        for i, node in enumerate(ordered):
+            tied = account_tied if i == 0 else prev == lf[node]
+            if tree.is_user[node]:
+                if not tied:
+                    state["rank"] = state["rnt"]
+                factor[node] = state["rank"] / n_users
+                state["rnt"] -= 1
+            else:
+                walk(tree.children[node], tied)
+            prev = lf[node]
+
+    walk(tree.children[0], False)
+    return factor[list(tree.users)]
+
+
+def classic_factors(tree: AssocTree, user_usage: np.ndarray, dampening: int = 1) -> np.ndarray:
+    """Each user association's classic factor 2^(-(effective usage / normalised shares) / dampening)."""
+    usage = tree.node_usage(user_usage)
+    total = usage[0]
+    norm = np.minimum(usage / total, 1.0) if total > 0 else np.zeros_like(usage)
+    shares_norm = np.ones(len(tree.names))
+    efctv = np.zeros(len(tree.names))
+    efctv[0] = 1.0
+    for node in range(1, len(tree.names)):  # nodes are numbered parents first
+        p = tree.parent[node]
+        level = tree.level_shares(node)
+        shares_norm[node] = shares_norm[p] * (tree.shares[node] / level if level else 0.0)
+        if p == 0:
+            efctv[node] = norm[node]
+        else:
+            weight = tree.shares[node] / level if level else 0.0
+            efctv[node] = norm[node] + (efctv[p] - norm[node]) * weight if level else efctv[p]
+    users = list(tree.users)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(shares_norm[users] > 0, 2.0 ** (-(efctv[users] / shares_norm[users]) / dampening), 0.0)
+    return out
