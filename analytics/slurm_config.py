@@ -118,6 +118,9 @@ class SlurmConfig:
     billing_gpu_weight: float = 0.0  # TRESBillingWeights GRES/gpu (usage is billed CPU-seconds by default)
     billing_cpu_weight: float = 1.0
     boot_time: str = ""  # slurmctld's BOOT_TIME (ISO): its periodic passes count from it; "" when not known
+    limits_enforced: bool = True  # AccountingStorageEnforce has limits (or safe): else association/QOS limits are
+    # recorded but Slurm does not apply them
+    not_modelled: tuple[str, ...] = ()  # captured settings the model leaves out, in words (preemption, TRES weights...)
 
     def partition_index(self, name: str) -> int:
         """The index of the partition called name (SlurmConfigError if there is none)."""
@@ -142,7 +145,7 @@ def config_to_dict(config: SlurmConfig) -> dict[str, Any]:
     out = dataclasses.asdict(config)
     for p in out["partitions"]:
         p["nodes"] = list(p["nodes"])
-    for key in ("nodes", "partitions", "assocs", "qos"):
+    for key in ("nodes", "partitions", "assocs", "qos", "not_modelled"):
         out[key] = list(out[key])
     return out
 
@@ -205,7 +208,11 @@ def config_from_dict(data: dict[str, Any]) -> SlurmConfig:
     values: dict[str, Any] = {}
     for name, value in data.items():
         cls = _RECORDS.get(name)
-        if cls is None:
+        if top[name].type == "tuple[str, ...]":
+            if not isinstance(value, list | tuple):
+                raise SlurmConfigError(f"slurm config: {name} must be a list of texts, got {value!r}")
+            values[name] = tuple(_check_value(f"slurm config.{name}", str(i), v, str) for i, v in enumerate(value))
+        elif cls is None:
             values[name] = _check_value("slurm config", name, value, _KINDS[top[name].type])
         elif name in ("priority", "sched"):
             values[name] = _record(cls, value, name)
