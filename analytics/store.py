@@ -34,6 +34,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from analytics import capabilities, schema
+from analytics.scheduler import CONFIG_KEY
 
 log = logging.getLogger(__name__)
 DEFAULT_DATA_DIR = "data"
@@ -313,7 +314,17 @@ def _monthly_version(parts: dict[str, str], vc_digest: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _with_config(version: str, meta: dict[str, Any]) -> str:
+    """The version of the files, changed by the scheduler configuration meta.json keeps (when it keeps one)."""
+    config = meta.get(CONFIG_KEY)
+    if not config:
+        return version
+    text = version + json.dumps(config, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[: len(version)]
+
+
 def _finish(tmp: Path, base: Path, name: str, meta: dict[str, Any], version: str) -> None:
+    version = _with_config(version, meta)
     full_meta = {k: v for k, v in meta.items() if k != "capabilities"}
     full_meta.update(
         capabilities=capabilities.capabilities(full_meta),
@@ -492,11 +503,13 @@ def upsert_jobs(
     jobs: pl.DataFrame,
     plan: Callable[[Dataset | None], Plan],
     root: Path | None = None,
+    new_meta: bool = False,
 ) -> Upsert:
     """Add a batch's new jobs and replace its changed ones (same cluster and job_id) in dataset name, rewriting
     only the submit months it touches, and swap the result in atomically with the capacity and meta.json that
     plan(the current version, None when absent) gives; all under the dataset's lock. A batch that changes nothing
-    writes nothing, and an absent dataset is created."""
+    writes nothing (unless new_meta: meta.json gains facts, such as a new scheduler configuration), and an absent
+    dataset is created."""
     check_name(name)
     base = root or data_dir()
     jobs = _sorted_jobs(schema.conform_jobs(jobs).unique(list(JOB_KEY), keep="last", maintain_order=True))
@@ -518,7 +531,7 @@ def upsert_jobs(
             touched |= set(_stored_months(current))
         rewritten = _merged_months(current, sorted(touched), new_months, keep_same=converting)
         same_capacity = current.vc_gpus().sort(["cluster", "vc", "date"]).equals(vc_gpus)
-        if not rewritten and same_capacity:
+        if not rewritten and same_capacity and not new_meta:
             return Upsert(current, 0, 0, jobs.height, ())
         dataset = _write_upsert(base, name, current, rewritten, vc_gpus, meta_for)
         return Upsert(dataset, added, updated, jobs.height - added - updated, tuple(sorted(rewritten)))

@@ -10,6 +10,7 @@ from pathlib import Path
 from analytics import store
 from analytics.capabilities import capacity_disabled
 from analytics.commands.common import derive, fail, parsed_number
+from analytics.commands.scheduler import add_slurm_config_arg, print_scheduler
 from analytics.export import export_dataset
 from analytics.ingest import FORMATS, IngestError, IngestOptions, append, ingest
 from analytics.ingest.alibaba import DEFAULT_ORIGIN
@@ -63,6 +64,7 @@ def ingest_options(args: argparse.Namespace) -> IngestOptions:
         capacity=args.capacity,
         vc_from=args.vc_from,
         column_map=column_map(args) if hasattr(args, "map") else (),
+        slurm_config=args.slurm_config,
     )
 
 
@@ -108,6 +110,8 @@ def run_ingest(args: argparse.Namespace) -> int:
         f"period {meta['period']['start']} .. {meta['period']['end']}; written to {dataset.path.parent / dataset.name}"
     )
     print_capacity_note(meta)
+    if args.slurm_config:
+        print_scheduler(meta)
     print("\n".join(summary_lines(meta["quality"])))
     return 0
 
@@ -160,6 +164,7 @@ def add_own_cluster_args(p: argparse.ArgumentParser) -> None:
         help=f"replace user names by salted SHA-256 pseudonyms (salt from ${SALT_VARIABLE}) and drop job names, "
         "to share the dashboard outside the team",
     )
+    add_slurm_config_arg(g)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -26,7 +26,9 @@ from analytics.ingest.parse import IngestError, Source
 from analytics.ingest.philly import open_philly
 from analytics.ingest.refresh import job_totals, merged_capacity, refreshed_meta
 from analytics.ingest.slurm import SlurmOptions, open_slurm
+from analytics.ingest.slurm_conf import captured_meta
 from analytics.progress import Progress
+from analytics.scheduler import CAPTURE_KEY, CONFIG_KEY
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class IngestOptions:
     capacity: Path | None = None
     vc_from: str = "partition"
     column_map: tuple[tuple[str, str], ...] = ()
+    slurm_config: Path | None = None  # slurm: folder of the scheduler's settings (analytics.ingest.slurm_conf)
+    slurm_config_source: str = ""  # how a capture helios ran itself is named ("" = the folder's files)
 
 
 class SourceInput(Protocol):
@@ -136,6 +140,8 @@ def _check_options(fmt: str, options: IngestOptions) -> None:
         raise IngestError("--vc-from applies to --format slurm only")
     if options.column_map and fmt != "csv":
         raise IngestError("--map applies to --format csv only")
+    if options.slurm_config and fmt != "slurm":
+        raise IngestError("--slurm-config applies to --format slurm only")
 
 
 @contextmanager
@@ -248,6 +254,7 @@ def ingest(
                 meta = build_meta(path, fmt, found, out.jobs(), _merged_report(path, reports))
             if source:
                 meta = named_as(meta, path, source)
+            meta.update(scheduler_meta(options))
             with progress.stage(f"writing dataset {name}"):
                 dataset = out.commit(found.vc_gpus, meta)
     progress.done(f"ingested {dataset.meta['row_counts']['jobs']} jobs into {name}")
@@ -259,6 +266,28 @@ def named_as(meta: dict[str, Any], path: Path, source: str) -> dict[str, Any]:
     staging path, or any server path, never reaches a page)."""
     text = json.dumps(meta, default=str).replace(json.dumps(str(path))[1:-1], json.dumps(source)[1:-1])
     return {**json.loads(text), "source": source}
+
+
+def scheduler_meta(options: IngestOptions | None) -> dict[str, Any]:
+    """meta.json's scheduler configuration entries of --slurm-config ({} without it: a refresh keeps the stored)."""
+    if options is None or options.slurm_config is None:
+        return {}
+    return captured_meta(options.slurm_config, options.slurm_config_source)
+
+
+def _new_scheduler(meta: dict[str, Any], name: str, root: Path | None) -> bool:
+    """Whether a refresh brings another scheduler configuration (or another reason for none) than the stored one."""
+    if CAPTURE_KEY not in meta:
+        return False
+    try:
+        stored = store.open_dataset(name, root).meta
+    except store.DatasetError:
+        return True
+
+    def error(m: dict[str, Any]) -> Any:
+        return (m.get(CAPTURE_KEY) or {}).get("error")
+
+    return stored.get(CONFIG_KEY) != meta[CONFIG_KEY] or error(stored) != error(meta)
 
 
 def _stored_capacity(name: str, root: Path | None) -> pl.DataFrame | None:
@@ -286,6 +315,7 @@ def append(
     progress = progress or Progress(0, quiet=True)
     stored_capacity = _stored_capacity(name, root)
     jobs, vc_gpus, meta = prepare(path, fmt, options or IngestOptions(), progress, stored_capacity, allow_empty=True)
+    meta.update(scheduler_meta(options))
     if not meta.get("stable_job_ids"):
         raise IngestError(f"{path}: --append needs job ids that stay the same between exports (for csv: map id=...)")
     if jobs.is_empty():
@@ -305,6 +335,6 @@ def append(
         return capacity, refreshed_meta(facts, current.meta if current else None, capacity.height)
 
     with progress.stage(f"merging into dataset {name}"):
-        result = store.upsert_jobs(name, jobs, plan, root)
+        result = store.upsert_jobs(name, jobs, plan, root, new_meta=_new_scheduler(meta, name, root))
     progress.done(f"{name}: {result.added} jobs added, {result.updated} updated, {result.unchanged} unchanged")
     return result
