@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import shutil
@@ -14,9 +15,11 @@ from pathlib import Path
 
 from analytics.commands.common import derive, fail
 from analytics.commands.ingest import add_own_cluster_args, ingest_options, print_capacity_note, print_refresh
-from analytics.ingest import IngestError, append
+from analytics.commands.scheduler import print_scheduler
+from analytics.ingest import IngestError, IngestOptions, append
 from analytics.ingest.parse import TIME_FORMAT
 from analytics.ingest.slurm import sacct_command
+from analytics.ingest.slurm_conf import SLURM_CONFIG_COMMANDS
 from analytics.progress import Progress
 
 SCHEDULERS = ("slurm",)
@@ -24,6 +27,7 @@ SINCE_UNITS_S = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 DEFAULT_SINCE = "2d"
 COMMAND_TIMEOUT_S = 600.0
 SLURM_ENV = {"SLURM_TIME_FORMAT": "standard"}  # ISO times whatever the site's default
+CAPTURE_SOURCE = "scontrol and sacctmgr (helios sync slurm)"
 
 
 def since_time(text: str, now: datetime) -> datetime:
@@ -75,6 +79,30 @@ def node_capacity(folder: Path, quiet: bool) -> Path | None:
     return path
 
 
+def scheduler_settings(folder: Path, quiet: bool) -> Path | None:
+    """The five scheduler-configuration outputs (SLURM_CONFIG_COMMANDS) written to folder, or None (with a note)
+    when a command cannot run: the stored configuration is then kept."""
+    folder.mkdir()
+    try:
+        for name, command in SLURM_CONFIG_COMMANDS.items():
+            run_tool(list(command), folder / name)
+    except IngestError as exc:
+        if not quiet:
+            print(f"helios: note: no scheduler configuration captured ({exc}); the stored one is kept", file=sys.stderr)
+        return None
+    return folder
+
+
+def _with_scheduler(options: IngestOptions, args: argparse.Namespace, tmp: Path) -> IngestOptions:
+    """options with the scheduler configuration of --slurm-config, else of the commands run now (when they can)."""
+    if args.slurm_config is not None:
+        return options
+    folder = scheduler_settings(tmp / "slurm-config", args.quiet)
+    if folder is None:
+        return options
+    return dataclasses.replace(options, slurm_config=folder, slurm_config_source=CAPTURE_SOURCE)
+
+
 def run_sync(args: argparse.Namespace) -> int:
     """Run `helios sync slurm`: sacct over the window, then the same refresh as `helios ingest --append`."""
     progress = Progress(0, quiet=args.quiet)
@@ -85,7 +113,7 @@ def run_sync(args: argparse.Namespace) -> int:
             run_tool(sacct_command(start), export)
             if args.capacity is None and args.nodes == "scontrol":
                 args.capacity = node_capacity(Path(tmp), args.quiet)
-            options = ingest_options(args)
+            options = _with_scheduler(ingest_options(args), args, Path(tmp))
             source = f"sacct --starttime={start} (helios sync slurm)"
             result = append(export, "slurm", args.name, options, progress, source=source)
         derive(result.dataset, progress)
@@ -95,6 +123,8 @@ def run_sync(args: argparse.Namespace) -> int:
         return fail(str(exc))
     print_refresh(result)
     print_capacity_note(result.dataset.meta)
+    if options.slurm_config is not None:
+        print_scheduler(result.dataset.meta)
     return 0
 
 
@@ -104,7 +134,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sync",
         help="refresh a dataset from the scheduler itself (runs sacct; for cron or a systemd timer)",
         description="Export the jobs active since --since with `sacct --allusers --allocations --parsable2` "
-        "(and the nodes' GPUs with `scontrol show nodes --oneliner`), then add new jobs and update changed ones "
+        "(the nodes' GPUs with `scontrol show nodes --oneliner`, the scheduler's settings with scontrol and sacctmgr, "
+        "or --slurm-config DIR), then add new jobs and update changed ones "
         "in dataset NAME exactly like `helios ingest --format slurm --append` (created when absent; running it "
         "again changes nothing; readers never see a half-written dataset). Cron: "
         "'*/15 * * * * helios sync slurm --name mycluster --cluster mycluster --since 2d --quiet'.",
