@@ -1,5 +1,6 @@
-"""Data page, in plain words: each dataset's size, time span and clusters, what its jobs record and lack, which pages
-and experiments work with it, its data quality and attribution; the admin's upload and delete."""
+"""Data page, in plain words: each dataset's size, time span and clusters, its scheduler's configuration, what its
+jobs record and lack, which pages and experiments work with it, its data quality and attribution; the admin's upload
+and delete."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
 from analytics.capabilities import ABSENT, COLUMN_WORDS, DERIVED, REAL, capabilities, capacity_disabled
+from analytics.scheduler import capture_info, config_summary, scheduler_config
+from analytics.slurm_config import SlurmConfigError
 from analytics.store import Dataset
 from components.datasets import access
 from components.datasets import admin as data_admin
@@ -104,6 +107,37 @@ def _last_refresh(meta: dict[str, Any]) -> str:
     return f"{last.get('at')} from {Path(str(last.get('source') or '')).name} ({len(refreshes)} refreshes)"
 
 
+def scheduler_section(ds: Dataset) -> html.Div:
+    """The scheduler configuration captured with the dataset in one line, with what the model leaves out, or why
+    there is none."""
+    info = capture_info(ds.meta)
+    try:
+        config = scheduler_config(ds)
+    except SlurmConfigError as exc:
+        return _scheduler_note(f"The stored scheduler configuration cannot be read ({exc}).")
+    if config is None:
+        if info.get("error"):  # named by file, without the server's folder
+            error = str(info["error"]).replace(f"{info.get('source')}/", "")
+            return _scheduler_note(f"No scheduler configuration captured: {error}.")
+        if ds.meta.get("format") != "slurm":
+            return _scheduler_note("Not in this trace.")
+        return _scheduler_note(
+            "No scheduler configuration captured (helios ingest --slurm-config DIR or helios sync slurm)."
+        )
+    as_of = str(info.get("as_of") or "").replace("T", " ")
+    origin = f" (Slurm {info.get('slurm_version')}, as of {as_of})" if as_of else ""
+    parts: list = [html.P(f"{config_summary(config)}{origin}.", className="small mb-1 scheduler-summary")]
+    if config.not_modelled:
+        items = [html.Li(note) for note in config.not_modelled]
+        parts += [html.Div("Not modelled by the what-if's slurm policy:", className="small text-muted"),
+                  html.Ul(items, className="small text-muted mb-2 scheduler-not-modelled")]  # fmt: skip
+    return html.Div(parts, className="scheduler-config")
+
+
+def _scheduler_note(text: str) -> html.Div:
+    return html.Div(html.P(text, className="small text-muted mb-2"), className="scheduler-config")
+
+
 def facts_list(ds: Dataset) -> html.Dl:
     """The dataset's facts in plain words: kind, jobs per cluster, newest record, refresh, capacity, source."""
     meta = ds.meta
@@ -162,6 +196,8 @@ def dataset_card(ds: Dataset) -> dbc.Card:
                 [
                     span_line(meta, folder_size_bytes(ds.path)),
                     facts_list(ds),
+                    html.H6("Scheduler"),
+                    scheduler_section(ds),
                     html.H6("Works with"),
                     _works_list(caps),
                     html.H6("What the jobs record"),

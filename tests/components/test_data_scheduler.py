@@ -1,0 +1,99 @@
+"""The Data page says each dataset's scheduler configuration in one line: the captured one (with what the model
+leaves out), why a capture failed (by file, line and key, without the server's folders), "no scheduler
+configuration captured" for a Slurm dataset without one, and "not in this trace" for the other formats; the same
+in Chromium (gated by REQUIRE_BROWSER like the other browser tests)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import urllib.request
+
+import pytest
+
+from analytics.ingest import IngestOptions, ingest
+from analytics.ingest.slurm_conf import read_slurm_config
+from analytics.scheduler import config_summary
+from components.server.settings import Settings
+from tests.analytics.test_ingest_slurm import BATCH1, FIXTURES
+from tests.analytics.test_slurm_conf import MULTIFACTOR
+from tests.components.conftest import DashClient, write_small
+
+SUMMARY = config_summary(read_slurm_config(MULTIFACTOR))
+
+
+def write_datasets(root, tmp) -> None:
+    """slurm-conf (the multifactor capture), slurm-bad (a weight that is not a number), slurm-none, helios-synth."""
+    options = IngestOptions(cluster="heliostest", capacity=FIXTURES / "scontrol_nodes.txt")
+    ingest(BATCH1, "slurm", "slurm-conf", IngestOptions(**{**options.__dict__, "slurm_config": MULTIFACTOR}), root=root)
+    bad = tmp / "bad-conf"
+    shutil.copytree(MULTIFACTOR, bad)
+    text = (bad / "config.txt").read_text().replace("PriorityWeightQOS       = 2000", "PriorityWeightQOS       = x")
+    (bad / "config.txt").write_text(text)
+    ingest(BATCH1, "slurm", "slurm-bad", IngestOptions(**{**options.__dict__, "slurm_config": bad}), root=root)
+    ingest(BATCH1, "slurm", "slurm-none", options, root=root)
+    write_small("helios-synth", root, n_jobs=500)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The data folder of the four datasets."""
+    folder = tmp_path_factory.mktemp("data-scheduler")
+    write_datasets(folder / "data", folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def ui(data):
+    """A client of the dashboard over the four datasets."""
+    from app import create_app
+
+    app = create_app(Settings(data_dir=data / "data", cache_dir=data / "cache"))
+    client = app.server.test_client()
+    assert client.get("/").status_code == 200
+    return DashClient(client)
+
+
+def _section(ui: DashClient, dataset: str) -> list[str]:
+    """The texts of the Scheduler section of a dataset's card, one per paragraph or list item."""
+    card = next(n for n in ui.walk(ui.page("/data")) if n["props"].get("id") == f"dataset-{dataset}")
+    section = next(n for n in ui.walk(card) if n["props"].get("className") == "scheduler-config")
+    return [n["props"]["children"] for n in ui.walk(section) if n["type"] in ("P", "Li", "Div") and n is not section]
+
+
+def test_the_data_page_says_the_captured_configuration(ui):
+    summary, title, *notes = _section(ui, "slurm-conf")
+    assert summary.startswith(SUMMARY + " (Slurm 22.05.8, as of 2026-12-04 ") and summary.endswith(").")
+    assert title == "Not modelled by the what-if's slurm policy:"
+    assert notes == list(read_slurm_config(MULTIFACTOR).not_modelled)
+
+
+def test_the_data_page_says_why_there_is_none(ui):
+    [bad] = _section(ui, "slurm-bad")
+    assert bad.startswith("No scheduler configuration captured: config.txt line ")
+    assert bad.endswith(", PriorityWeightQOS: 'x' is not a whole number.") and "/tmp" not in bad
+    assert _section(ui, "slurm-none")[0].startswith("No scheduler configuration captured (helios ingest --slurm")
+    assert _section(ui, "helios-synth") == ["Not in this trace."]
+
+
+@pytest.mark.browser
+def test_the_data_page_in_chromium(data, page, gunicorn_app, chromium_path):
+    env = {**os.environ, "HELIOS_DATA_DIR": str(data / "data"), "HELIOS_CACHE_DIR": str(data / "browser-cache")}
+    env.pop("HELIOS_REDIS_URL", None)
+    with gunicorn_app(data / "server.log", env, timeout_s=120) as url:
+        urllib.request.urlopen(url + "/", timeout=60).read()
+        page.goto(url + "/data")
+        page.wait_for_load_state("networkidle")
+        card = page.locator('[id="dataset-slurm-conf"]')
+        shown = card.locator(".scheduler-config")
+        shown.wait_for()
+        assert shown.locator(".scheduler-summary").inner_text().startswith(SUMMARY)
+        assert (
+            shown.locator(".scheduler-not-modelled li").first.inner_text()
+            == "GPU types, which jobs may ask for: gpu:a100:4"
+        )
+        other = page.locator('[id="dataset-helios-synth"] .scheduler-config')
+        assert other.inner_text() == "Not in this trace."
+        card.scroll_into_view_if_needed()
+        card.screenshot(path=str(data / "data-page-scheduler.png"))
+        assert page.errors == []
