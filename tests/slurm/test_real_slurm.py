@@ -104,3 +104,10 @@ def test_capacity_comes_from_scontrol_for_each_partition_and_the_whole_node(outc
 
 def test_the_scenario_stays_within_its_time_budget(outcome):
     assert outcome.seconds < 240
+
+
+def test_sync_captures_the_clusters_own_scheduler_configuration(outcome):
+    settings = "backfill (bf_interval 5 s, bf_window 1440 min, bf_resolution 60 s, bf_max_job_test 500), sched_interval"
+    pool = f"{len(PARTITIONS)} partitions on 1 node, {GPUS} GPUs"
+    for out in outcome.outputs[1:]:  # cluster.py's slurm.conf: priority/basic, SchedulerParameters=bf_interval=5
+        assert f"scheduler: basic priority (first submitted, first considered); {settings} 60 s; {pool};" in out, out
