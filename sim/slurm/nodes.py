@@ -47,7 +47,7 @@ class NodePool:
 
     def fits_empty(self, partition: int, gpus: int, cpus: int, nodes: int) -> bool:
         """Whether the job could run on its partition when every node is free."""
-        return self._choose(self.partition_nodes[partition], self.gpus, self.cpus, gpus, cpus, nodes) is not None
+        return self.choose(self.partition_nodes[partition], self.gpus, self.cpus, gpus, cpus, nodes) is not None
 
     def place(self, partition: int, gpus: int, cpus: int, nodes: int, allowed: np.ndarray | None = None):
         """The placement of a job on the free resources of its partition (only the allowed nodes when given, a
@@ -55,10 +55,11 @@ class NodePool:
         part = self.partition_nodes[partition]
         if allowed is not None:
             part = part[allowed[part]]
-        return self._choose(part, self.free_gpus, self.free_cpus, gpus, cpus, nodes)
+        return self.choose(part, self.free_gpus, self.free_cpus, gpus, cpus, nodes)
 
     @staticmethod
-    def _choose(part: np.ndarray, free_g: np.ndarray, free_c: np.ndarray, gpus: int, cpus: int, nodes: int):
+    def choose(part: np.ndarray, free_g: np.ndarray, free_c: np.ndarray, gpus: int, cpus: int, nodes: int):
+        """The first-fit placement of a job on nodes part given free GPUs and CPUs per node, or None."""
         if len(part) < nodes:
             return None
         g_each, c_each = shares(gpus, nodes), shares(cpus, nodes)

@@ -1,0 +1,60 @@
+"""Fair-share usage as priority/multifactor's decay thread keeps it: every PriorityCalcPeriod all usage decays by
+decay^Δt and each running job adds run_delta × decay^run_delta × billing × its QOS UsageFactor for the seconds it
+ran since the last pass; a job that ends adds its seconds since the last pass at once. The fair-share factors
+(Fair Tree or classic) are recomputed at each pass only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analytics.slurm_config import SlurmConfig
+from sim.slurm.fairshare import AssocTree, classic_factors, decay_per_s, fair_tree_factors
+from sim.slurm.jobs import NO_QOS, SlurmJobs
+
+
+class UsageLedger:
+    """Each user association's raw usage, the passes' bookkeeping and the current fair-share factors."""
+
+    def __init__(self, config: SlurmConfig, jobs: SlurmJobs, last_pass_s: int | None = None):
+        self.tree: AssocTree = jobs.tree
+        self.spec = config.priority
+        self.decay = decay_per_s(config.priority.decay_half_life_s)
+        qos_factor = np.array([q.usage_factor for q in config.qos] + [1.0])
+        self.rate = (config.billing_cpu_weight * jobs.cpus + config.billing_gpu_weight * jobs.gpus) * qos_factor[
+            np.where(jobs.qos == NO_QOS, len(config.qos), jobs.qos)
+        ]
+        self.user_assoc = jobs.user_assoc
+        self.usage = np.zeros(len(self.tree.users))
+        self.last_pass_s = last_pass_s  # None: the first pass only starts the clock (no saved state)
+        self.factors = self._factors()
+
+    def _accrue(self, job: int, start_s: int, from_s: int, to_s: int) -> None:
+        run_delta = to_s - max(start_s, from_s)
+        if run_delta > 0:
+            self.usage[self.user_assoc[job]] += run_delta * self.decay**run_delta * self.rate[job]
+
+    def job_end(self, job: int, start_s: int, end_s: int) -> None:
+        """Add an ending job's usage since the last pass."""
+        if self.last_pass_s is not None:
+            self._accrue(job, start_s, self.last_pass_s, end_s)
+
+    def calc_pass(self, now_s: int, running: dict[int, int]) -> None:
+        """The decay thread's pass at now_s over the running jobs (job -> start second): decay, accrue, factors."""
+        if self.last_pass_s is not None and now_s > self.last_pass_s:
+            self.usage *= self.decay ** (now_s - self.last_pass_s)
+            for job, start_s in running.items():
+                self._accrue(job, start_s, self.last_pass_s, now_s)
+        self.last_pass_s = now_s
+        self.factors = self._factors()
+
+    def _factors(self) -> np.ndarray:
+        if not self.spec.multifactor:
+            return np.zeros(len(self.tree.users))
+        if self.spec.fair_tree:
+            return fair_tree_factors(self.tree, self.usage)
+        return classic_factors(self.tree, self.usage, self.spec.dampening)
+
+    def job_factors(self, rows: np.ndarray) -> np.ndarray:
+        """The current fair-share factor of jobs rows."""
+        return self.factors[self.user_assoc[rows]]

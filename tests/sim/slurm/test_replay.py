@@ -1,0 +1,144 @@
+"""The Slurm replay on hand-worked cases: strict priority and backfill on time limits, time-limit stops,
+fair-share order, limits that hold one job without blocking the others, and determinism."""
+
+import numpy as np
+
+from analytics.slurm_config import (
+    AssocSpec,
+    NodeSpec,
+    PartitionSpec,
+    PrioritySpec,
+    QosSpec,
+    SchedSpec,
+    SlurmConfig,
+)
+from sim.slurm.jobs import NEVER_S, build_jobs
+from sim.slurm.run import next_tick, replay
+
+FAST = SchedSpec(backfill=True, sched_interval_s=60, bf_interval_s=1, bf_resolution_s=1)
+
+
+def _config(**kw) -> SlurmConfig:
+    base = dict(
+        nodes=(NodeSpec("n1", 8, 32),),
+        partitions=(PartitionSpec("a", (0,)), PartitionSpec("b", (0,))),
+        sched=FAST,
+    )
+    base.update(kw)
+    return SlurmConfig(**base)
+
+
+def _run(config, rows, boot_s=0):
+    """rows: (submit_s, duration_s, gpus, limit_s, partition, account, user)."""
+    cols = list(zip(*rows, strict=True))
+    jobs, _ = build_jobs(
+        config,
+        submit_s=np.array(cols[0]),
+        duration_s=np.array(cols[1]),
+        gpus=np.array(cols[2]),
+        cpus=np.array(cols[2]),
+        timelimit_s=list(cols[3]),
+        partition=list(cols[4]),
+        account=list(cols[5]),
+        user=list(cols[6]),
+    )
+    return replay(config, jobs, boot_s)
+
+
+BACKFILL_CASE = [
+    (0, 100, 6, 100, "a", "x", "u1"),  # runs 0..100
+    (1, 50, 4, 100, "a", "x", "u1"),  # blocked: reserves the node from 100
+    (2, 40, 2, 50, "b", "x", "u2"),  # ends by its limit before 100: backfilled
+    (3, 40, 2, 200, "b", "x", "u2"),  # its limit reaches past 100: waits
+]
+
+
+def test_backfill_starts_only_jobs_whose_limit_ends_before_the_reservation():
+    out = _run(_config(), BACKFILL_CASE)
+    assert list(out.start_s[:2]) == [0, 100]
+    assert 2 <= out.start_s[2] <= 3
+    assert out.start_s[3] >= 100
+
+
+def test_builtin_keeps_strict_priority_order():
+    config = _config(sched=SchedSpec(backfill=False, sched_interval_s=60))
+    out = _run(config, BACKFILL_CASE)
+    assert list(out.start_s) == [0, 100, 100, 100]  # jobs 2 and 3 wait behind job 1, then all three fit
+
+
+def test_a_job_over_its_limit_stops_at_the_next_limit_check():
+    out = _run(_config(), [(5, NEVER_S, 1, 60, "a", "x", "u1"), (7, 30, 1, 60, "a", "x", "u1")], boot_s=-13)
+    stop = next_tick(5 + 60, -13, 30)
+    assert out.end_s[0] == stop and out.timed_out[0]
+    assert out.end_s[1] == 37 and not out.timed_out[1]
+
+
+def test_fair_share_puts_the_lighter_account_first():
+    prio = PrioritySpec(multifactor=True, weight_fairshare=10_000, weight_age=10, calc_period_s=60)
+    assocs = (AssocSpec("x", shares=1), AssocSpec("y", shares=1))
+    config = _config(priority=prio, assocs=assocs)
+    rows = [(0, 200, 8, 300, "a", "x", "u1")]  # x uses the whole node for 200 s
+    rows += [(150, 50, 8, 300, "a", "x", "u1"), (151, 50, 8, 300, "a", "y", "u2")]
+    out = _run(config, rows)
+    assert out.start_s[2] == 200  # y's job, submitted later, starts first
+    assert out.start_s[1] == 250
+    assert out.priority[2] > out.priority[1]
+
+
+def test_basic_priority_is_submission_order():
+    rows = [(0, 200, 8, 300, "a", "x", "u1"), (150, 50, 8, 300, "a", "x", "u1"), (151, 50, 8, 300, "a", "y", "u2")]
+    out = _run(_config(), rows)
+    assert list(out.start_s) == [0, 200, 250]
+
+
+def test_group_gpu_limit_holds_the_job_without_blocking_others():
+    assocs = (AssocSpec("x", grp_gpus=4), AssocSpec("y"))
+    config = _config(assocs=assocs)
+    rows = [(0, 100, 4, 200, "a", "x", "u1"), (1, 100, 2, 200, "a", "x", "u1"), (2, 100, 2, 200, "a", "y", "u2")]
+    out = _run(config, rows)
+    assert out.start_s[0] == 0 and out.start_s[2] == 2
+    assert out.start_s[1] == 100  # waits for x's GPUs, not for the node
+
+
+def test_qos_per_user_gpu_limit():
+    config = _config(qos=(QosSpec("normal", max_gpus_per_user=2),))
+    cols = [(0, 100, 2, 200, "a", "x", "u1"), (1, 100, 2, 200, "a", "x", "u1"), (2, 100, 2, 200, "a", "x", "u2")]
+    c = list(zip(*cols, strict=True))
+    jobs, _ = build_jobs(
+        config,
+        submit_s=np.array(c[0]),
+        duration_s=np.array(c[1]),
+        gpus=np.array(c[2]),
+        cpus=np.array(c[2]),
+        timelimit_s=list(c[3]),
+        partition=list(c[4]),
+        account=list(c[5]),
+        user=list(c[6]),
+        qos=["normal"] * 3,
+    )
+    out = replay(config, jobs)
+    assert list(out.start_s) == [0, 100, 2]
+
+
+def test_replay_is_deterministic():
+    rng = np.random.default_rng(7)
+    rows = [
+        (int(t), int(d), int(g), int(lim), "ab"[k % 2], "xyz"[k % 3], f"u{k % 4}")
+        for k, (t, d, g, lim) in enumerate(
+            zip(
+                np.sort(rng.integers(0, 600, 80)),
+                rng.integers(10, 90, 80),
+                rng.choice([1, 2, 4], 80),
+                rng.choice([60, 120], 80),
+                strict=True,
+            )
+        )
+    ]
+    prio = PrioritySpec(multifactor=True, weight_fairshare=1000, weight_age=100, max_age_s=600, calc_period_s=60)
+    config = _config(priority=prio, assocs=(AssocSpec("x", shares=5), AssocSpec("y", shares=2)))
+    a, b = _run(config, rows), _run(config, rows)
+    assert np.array_equal(a.start_s, b.start_s) and np.array_equal(a.end_s, b.end_s)
+    assert (a.start_s >= 0).all()
+    assert (a.start_s >= np.array([r[0] for r in rows])).all()
+    used = a.timeline_used_gpus
+    assert used.max() <= 8
