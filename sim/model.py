@@ -22,6 +22,20 @@ def checkpoint_overhead_s(gpu_num: int) -> int:
 
 
 @dataclass(frozen=True, eq=False)
+class SchedulerColumns:
+    """What a Slurm replay reads beside the engine's arrays, per job (None where the trace lacks the column)."""
+
+    user: np.ndarray  # str objects ("" unknown)
+    account: np.ndarray | None  # str objects
+    partition: np.ndarray | None  # str objects
+    qos: np.ndarray | None  # str objects
+    timelimit_s: np.ndarray | None  # int64, -1 when the job set none
+    cpus: np.ndarray | None  # int64
+    nodes: np.ndarray | None  # int64, 0 unknown
+    timed_out: np.ndarray | None  # bool: the record says its time limit stopped it (its true length is unknown)
+
+
+@dataclass(frozen=True, eq=False)
 class Workload:
     """GPU jobs of one simulation as parallel arrays, sorted by (submit_s, trace order); times in s from t0."""
 
@@ -36,6 +50,7 @@ class Workload:
     t0_us: int = 0  # window start as a naive-datetime epoch in microseconds (to map results back to dates)
     recorded_start_s: np.ndarray | None = None  # int64 seconds since t0 of the real start, -1 when unknown
     recorded_ended: np.ndarray | None = None  # bool, False for jobs unfinished when the trace was cut (no real JCT)
+    scheduler: SchedulerColumns | None = None  # user, account, partition, limits (what the slurm policy reads)
 
     def __len__(self) -> int:
         return int(self.job_id.shape[0])

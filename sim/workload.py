@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from analytics.schema import GPUS_PER_NODE, UNFINISHED_STATES, WHOLE_CLUSTER_VC
-from sim.model import Workload
+from sim.model import SchedulerColumns, Workload
 
 _US_PER_S = 1_000_000
 
@@ -137,6 +137,34 @@ def _ended(df: pl.DataFrame) -> np.ndarray | None:
     return (~df.get_column("state").is_in(UNFINISHED_STATES)).fill_null(True).to_numpy()
 
 
+def _strings(df: pl.DataFrame, col: str) -> np.ndarray | None:
+    return df.get_column(col).fill_null("").to_numpy().astype(object) if col in df.columns else None
+
+
+def _ints(df: pl.DataFrame, col: str, missing: int) -> np.ndarray | None:
+    if col not in df.columns:
+        return None
+    return df.get_column(col).fill_null(missing).to_numpy().astype(np.int64)
+
+
+def scheduler_columns(df: pl.DataFrame) -> SchedulerColumns:
+    """The per-job columns a Slurm replay reads, from the jobs frame (None for those the trace lacks)."""
+    timed_out = None
+    if "state" in df.columns:
+        timed_out = (df.get_column("state") == "TIMEOUT").fill_null(False).to_numpy()
+    user = _strings(df, "user")
+    return SchedulerColumns(
+        user=user if user is not None else np.full(df.height, "", dtype=object),
+        account=_strings(df, "account"),
+        partition=_strings(df, "partition"),
+        qos=_strings(df, "qos"),
+        timelimit_s=_ints(df, "timelimit_s", -1),
+        cpus=None if "cpu_num" not in df.columns else np.ceil(df.get_column("cpu_num").fill_null(1).to_numpy()),
+        nodes=_ints(df, "node_num", 0),
+        timed_out=timed_out,
+    )
+
+
 def to_workload(
     window: Window,
     vc_nodes: dict[str, int],
@@ -172,4 +200,5 @@ def to_workload(
         t0_us=int(pl.Series([window.start]).dt.epoch("us")[0]),
         recorded_start_s=df.get_column("_start_s").to_numpy().astype(np.int64),
         recorded_ended=_ended(df),
+        scheduler=scheduler_columns(df),
     )

@@ -46,6 +46,8 @@ def run(config: SimConfig, workload: Workload) -> SimResult:
 def _run(config: SimConfig, workload: Workload) -> SimResult:
     t0 = time.perf_counter()
     policy = policy_registry.get(config.policy, config.las_threshold_gpu_s)
+    if getattr(policy, "cluster_wide", False):
+        raise ValueError(f"policy {config.policy!r} runs on the whole cluster (sim.slurm), not VC by VC")
     vcs: dict[str, VCResult] = {}
     unplaceable = 0
     for v, name in enumerate(workload.vc_names):

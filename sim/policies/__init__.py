@@ -135,7 +135,16 @@ class Las:
         return now_s + int(np.ceil((self.threshold_gpu_s - attained_gpu_s) / gpus))
 
 
-POLICIES = {"fifo": Fifo, "sjf": Sjf, "qssf": Qssf, "srtf": Srtf, "las": Las}
+class SlurmTwin:
+    """The cluster's own Slurm scheduler, replayed over all partitions at once by sim.slurm (not a VC queue order)."""
+
+    name = "slurm"
+    preemptive = False
+    cluster_wide = True
+
+
+POLICIES = {"fifo": Fifo, "sjf": Sjf, "qssf": Qssf, "srtf": Srtf, "las": Las, "slurm": SlurmTwin}
+CLUSTER_WIDE = tuple(name for name, cls in POLICIES.items() if getattr(cls, "cluster_wide", False))
 
 
 def split_names(names: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

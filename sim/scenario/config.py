@@ -26,7 +26,7 @@ from sim.ces.policy import POLICY_PARAMS, PRESETS, PolicyParams
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 
-SCENARIO_CODE_VERSION = "4"  # bump when the results of the same configuration change
+SCENARIO_CODE_VERSION = "5"  # bump when the results of the same configuration change
 RECORDED = "recorded"
 DEFAULT_POLICIES: tuple[str, ...] = ("fifo", "sjf", "srtf", "qssf")
 

@@ -15,10 +15,13 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
+from analytics.scheduler import scheduler_config
+from analytics.slurm_config import SlurmConfig
 from sim import engine, workload
 from sim.estimators import noisy_oracle_predict, predict, quality
 from sim.estimators.lgbm import lightgbm_fit_predict
 from sim.model import SimConfig, SimResult, VCResult, Workload
+from sim.policies import CLUSTER_WIDE
 from sim.scenario.config import RECORDED, ScenarioConfig, ScenarioError, ScenarioRequest, config_to_dict, validate
 from sim.scenario.energy import run_ces_part
 from sim.scenario.outputs import (
@@ -37,6 +40,7 @@ from sim.scenario.outputs import (
     timeline_grid,
     with_factors,
 )
+from sim.slurm.workload import simulate_slurm
 
 LGBM_TRAIN_JOBS = 50_000  # most recent past jobs LightGBM is fitted on (keeps the fit to seconds)
 HEARTBEAT_S = 0.5
@@ -171,11 +175,13 @@ def run_scenario(
     progress: ProgressCallback | None = None,
     heartbeat_s: float = HEARTBEAT_S,
     keep_records: bool = True,
+    scheduler: SlurmConfig | None = None,
 ) -> ScenarioResult:
-    """Run every policy of config (and CES) over its window of jobs and return all comparison outputs."""
+    """Run every policy of config (and CES) over its window of jobs and return all comparison outputs (scheduler:
+    the cluster's captured Slurm configuration, which the `slurm` policy replays)."""
     validate(config)
     with _Reporter(progress, heartbeat_s) as reporter:
-        return _run(config, jobs, vc_gpus, reporter, keep_records)
+        return _run(config, jobs, vc_gpus, reporter, keep_records, scheduler)
 
 
 class _Schemes:
@@ -222,7 +228,18 @@ def _prepare(config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, 
     return window, workload.to_workload(window, nodes, predicted, config.load_factor), importance
 
 
-def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Reporter, step: float, stage_s) -> None:
+def _simulate(config, policy: str, w: Workload, scheduler: SlurmConfig | None, on_vc) -> SimResult:
+    if policy not in CLUSTER_WIDE:
+        return simulate(_sim_config(config, policy), w, on_vc)
+    if scheduler is None:
+        raise ScenarioError(
+            f"the {policy!r} policy replays the cluster's own scheduler and needs its configuration: ingest or sync "
+            "the dataset with --slurm-config (docs/twin.md)"
+        )
+    return simulate_slurm(scheduler, _sim_config(config, policy), w)
+
+
+def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Reporter, step: float, stage_s, scheduler):
     for k, policy in enumerate(config.policies):
         t = time.perf_counter()
         base = step * (k + 1)
@@ -231,12 +248,12 @@ def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Report
             reporter.report(base + step * done / total, f"simulating {policy}: VC {done}/{total}")
 
         reporter.report(base, f"simulating {policy}")
-        result = simulate(_sim_config(config, policy), w, on_vc)
+        result = _simulate(config, policy, w, scheduler, on_vc)
         schemes.add(policy, sim_records(result, policy), *engine_timeline(result, schemes.grid))
         stage_s[policy] = time.perf_counter() - t
 
 
-def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool) -> ScenarioResult:
+def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, scheduler=None) -> ScenarioResult:
     step = 1.0 / (len(_stage_weights(config)) + 1)
     t = time.perf_counter()
     window, w, importance = _prepare(config, jobs, vc_gpus, reporter, step)
@@ -245,7 +262,7 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool) -> Scen
     baseline = recorded_records(w) if config.load_factor == 1.0 else None
     if baseline is not None:
         schemes.add(RECORDED, baseline, *records_timeline(baseline, schemes.grid))
-    _simulate_policies(config, w, schemes, reporter, step, stage_s)
+    _simulate_policies(config, w, schemes, reporter, step, stage_s, scheduler)
     ladder = None
     if config.ladder:
         ladder, ladder_importance = _ladder(config, window, w, reporter, step, stage_s)
@@ -328,6 +345,11 @@ def _ladder(
     return pl.DataFrame(rows), importance
 
 
+def wants_scheduler(config: ScenarioConfig) -> bool:
+    """Whether config runs a policy that replays the cluster's own scheduler."""
+    return any(p in CLUSTER_WIDE for p in config.policies)
+
+
 def run_request(
     request: ScenarioRequest, progress: ProgressCallback | None = None, heartbeat_s: float = HEARTBEAT_S
 ) -> ScenarioResult:
@@ -336,4 +358,5 @@ def run_request(
     with _Reporter(progress, heartbeat_s) as reporter:
         reporter.report(0.0, "reading the jobs")
         jobs, vc_gpus = request.inputs()
-        return _run(request.config, jobs, vc_gpus, reporter, keep_records=True)
+        scheduler = scheduler_config(request.dataset) if wants_scheduler(request.config) else None
+        return _run(request.config, jobs, vc_gpus, reporter, True, scheduler)

@@ -37,8 +37,8 @@ class SlurmOutcome:
     runnable: np.ndarray  # bool, False when its partition can never hold it
     placement: list[Placement]
     timeline_t_s: np.ndarray
-    timeline_used_gpus: np.ndarray
-    timeline_queued_jobs: np.ndarray
+    timeline_used_gpus: np.ndarray  # (events x groups) GPUs held by each group's jobs after each event
+    timeline_queued_jobs: np.ndarray  # (events x groups) jobs waiting in each group (groups: partitions by default)
 
 
 def _last_tick(boot_s: int, period_s: int) -> int | None:
@@ -54,8 +54,10 @@ def next_tick(now_s: int, origin_s: int, period_s: int) -> int:
 class Replay:
     """The state of one replay: pool, queue, running jobs, usage, limits and the passes' clocks."""
 
-    def __init__(self, config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0):
+    def __init__(self, config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, group: np.ndarray | None = None):
         self.config, self.jobs, self.boot_s = config, jobs, boot_s
+        self.group = jobs.partition if group is None else np.asarray(group, dtype=np.int64)
+        n_groups = int(self.group.max(initial=-1)) + 1 if group is not None else len(config.partitions)
         self.pool = NodePool(config)
         n = len(jobs)
         self.job_nodes = np.array(
@@ -79,7 +81,9 @@ class Replay:
         self.next_calc = next_tick(0, boot_s, config.priority.calc_period_s)
         self.next_sched = next_tick(1, boot_s, s.sched_interval_s)
         self.next_bf = next_tick(1, boot_s, s.bf_interval_s)
-        self.timeline: tuple[list[int], list[int], list[int]] = ([], [], [])
+        self.part_used = np.zeros(n_groups, dtype=np.int64)  # GPUs held and jobs waiting per timeline group
+        self.part_queued = np.zeros(n_groups, dtype=np.int64)
+        self.timeline: tuple[list[int], list[np.ndarray], list[np.ndarray]] = ([], [], [])
 
     def _shapes(self):
         j = self.jobs
@@ -105,6 +109,7 @@ class Replay:
             if self.runnable[job]:
                 self.priority[job] = self._priorities(now_s, np.array([job]))[0]
                 self.pending.append(job)
+                self.part_queued[self.group[job]] += 1
                 event = self.dirty = True
         if now_s == self.next_calc:
             self._calc_pass(now_s)
@@ -128,6 +133,7 @@ class Replay:
         while self.ends and self.ends[0][0] == now_s:
             _, job = heapq.heappop(self.ends)
             self.pool.release(self.held.pop(job))
+            self.part_used[self.group[job]] -= self.jobs.gpus[job]
             self.limits.end(job)
             self.usage.job_end(job, self.running.pop(job), now_s)
             ended = self.dirty = True
@@ -178,6 +184,8 @@ class Replay:
         self.placed[job] = placement
         self.running[job] = now_s
         self.pending.remove(job)
+        self.part_queued[self.group[job]] -= 1
+        self.part_used[self.group[job]] += self.jobs.gpus[job]
         self.start_s[job] = now_s
         stop_s = now_s + int(self.jobs.limit_s[job]) + self.config.over_time_limit_s
         kill_s = next_tick(stop_s, self.boot_s, LIMIT_CHECK_S)
@@ -252,8 +260,8 @@ class Replay:
     def _sample(self, now_s: int) -> None:
         t, used, queued = self.timeline
         t.append(now_s)
-        used.append(self.pool.used_gpus)
-        queued.append(len(self.pending))
+        used.append(self.part_used.copy())
+        queued.append(self.part_queued.copy())
 
     def outcome(self) -> SlurmOutcome:
         """The frozen per-job results."""
@@ -266,13 +274,18 @@ class Replay:
             runnable=self.runnable,
             placement=self.placed,
             timeline_t_s=np.asarray(t, dtype=np.int64),
-            timeline_used_gpus=np.asarray(used, dtype=np.int64),
-            timeline_queued_jobs=np.asarray(queued, dtype=np.int64),
+            timeline_used_gpus=_stack(used, len(self.part_used)),
+            timeline_queued_jobs=_stack(queued, len(self.part_used)),
         )
 
 
-def replay(config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0) -> SlurmOutcome:
-    """Replay jobs on the cluster of config with its scheduler (boot_s: slurmctld's start in replay seconds)."""
-    state = Replay(config, jobs, boot_s)
+def _stack(rows: list[np.ndarray], width: int) -> np.ndarray:
+    return np.vstack(rows).astype(np.int64) if rows else np.zeros((0, width), dtype=np.int64)
+
+
+def replay(config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, group: np.ndarray | None = None) -> SlurmOutcome:
+    """Replay jobs on the cluster of config with its scheduler (boot_s: slurmctld's start in replay seconds; group:
+    each job's timeline group, its partition by default)."""
+    state = Replay(config, jobs, boot_s, group)
     drive(jobs.submit_s, state.on_time)
     return state.outcome()

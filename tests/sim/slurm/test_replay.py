@@ -140,5 +140,5 @@ def test_replay_is_deterministic():
     assert np.array_equal(a.start_s, b.start_s) and np.array_equal(a.end_s, b.end_s)
     assert (a.start_s >= 0).all()
     assert (a.start_s >= np.array([r[0] for r in rows])).all()
-    used = a.timeline_used_gpus
-    assert used.max() <= 8
+    used = a.timeline_used_gpus.sum(axis=1)
+    assert used.max() <= 8 and used[-1] == 0
