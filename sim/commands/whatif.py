@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from datetime import datetime
+from pathlib import Path
 
 import polars as pl
 
 from analytics.commands.common import fail, print_json
+from analytics.csv_safety import spreadsheet_safe
 from analytics.store import DatasetError
 from sim.commands.scenario_options import add_scenario_arguments, base_config
 from sim.scenario import ScenarioError, open_request, run_request
+from sim.scenario.outputs import replayed_jobs
 
 SHOWN = (
     "scheme",
@@ -23,6 +28,7 @@ SHOWN = (
     "unplaceable",
     "waiting_at_end",
     "avg_queue_x_vs_baseline",
+    "start_order_tau",
 )
 
 
@@ -39,14 +45,54 @@ def register(subparsers) -> None:
     )
     add_scenario_arguments(p)
     p.add_argument("--json", action="store_true", help="print the summary (and CES metrics) as JSON")
+    p.add_argument(
+        "--jobs-out",
+        type=Path,
+        metavar="FILE",
+        help="write every scheme's jobs (scheme, job id, user, account, partition, GPUs, submit, start, end, queue "
+        "seconds) to FILE: Parquet if it ends in .parquet, else CSV",
+    )
     p.set_defaults(func=run_command)
 
 
+def write_jobs(frame: pl.DataFrame, path: Path) -> None:
+    """frame to path (Parquet by extension, else spreadsheet-safe CSV), written beside it and renamed into place."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        if path.suffix.lower() == ".parquet":
+            frame.write_parquet(tmp)
+        else:
+            spreadsheet_safe(frame).write_csv(tmp, datetime_format="%Y-%m-%dT%H:%M:%S")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _print_summary(summary: pl.DataFrame) -> None:
-    shown = summary.select([c for c in SHOWN if c in summary.columns])
-    texts = [[f"{v:,.1f}" if isinstance(v, float) else str(v) for v in row] for row in shown.iter_rows()]
-    widths = [max(len(c), *(len(t[i]) for t in texts)) + 2 for i, c in enumerate(shown.columns)]
-    print("".join(c.rjust(w) for c, w in zip(shown.columns, widths, strict=True)))
+    _print_summary_rows(summary.select([c for c in SHOWN if c in summary.columns]))
+
+
+def _print_accounts(per_account: pl.DataFrame) -> None:
+    """Each account's (VC's where the trace has none) mean queue seconds per scheme."""
+    if per_account.height == 0:
+        return
+    table = per_account.pivot(on="scheme", index="account", values="avg_queue_s").sort("account")
+    print("mean queue (s) per account:")
+    _print_summary_rows(table)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    return "-" if value is None else str(value)
+
+
+def _print_summary_rows(table: pl.DataFrame) -> None:
+    texts = [
+        [f"{v:,.1f}" if isinstance(v, float) else ("-" if v is None else str(v)) for v in r] for r in table.iter_rows()
+    ]
+    widths = [max(len(c), *(len(t[i]) for t in texts)) + 2 for i, c in enumerate(table.columns)]
+    print("".join(c.rjust(w) for c, w in zip(table.columns, widths, strict=True)))
     for row in texts:
         print("".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
 
@@ -74,6 +120,11 @@ def run_command(args: argparse.Namespace) -> int:
         result = run_request(request, _stderr_progress)
     except (ScenarioError, DatasetError, ValueError, OSError) as exc:
         return fail(str(exc))
+    if args.jobs_out is not None:
+        try:
+            write_jobs(replayed_jobs(result.records, datetime.fromisoformat(result.window[0])), args.jobs_out)
+        except OSError as exc:
+            return fail(f"{args.jobs_out}: {exc.strerror or exc}")
     ces = (result.ces or {}).get("metrics")
     predictor = {k: v for k, v in result.predictor.items() if k != "density"}
     if args.json:
@@ -82,6 +133,7 @@ def run_command(args: argparse.Namespace) -> int:
                 "window": result.window,
                 "vc_nodes": result.vc_nodes,
                 "summary": result.summary.to_dicts(),
+                "per_account": result.per_account.to_dicts(),
                 "baseline": result.baseline,
                 "replay": result.replay,
                 "predictor": predictor,
@@ -91,6 +143,7 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     print(f"{request.config.cluster}: {result.window[0]} .. {result.window[1]}, {result.jobs:,} GPU jobs")
     _print_summary(result.summary)
+    _print_accounts(result.per_account)
     _print_replay(result.replay)
     for name, value in (ces or {}).items():
         print(f"  ces {name}: {value}")

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy.stats import kendalltau
 
 from sim import metrics
 from sim.estimators import quality
@@ -43,6 +44,7 @@ class ScenarioResult:
     vc_nodes: dict[str, int]
     summary: pl.DataFrame  # one row per scheme: recorded and each policy
     per_vc: pl.DataFrame  # scheme, vc, jobs, avg_jct_s, avg_queue_s
+    per_account: pl.DataFrame  # scheme, account (the VC where the trace has none), jobs, avg_queue_s
     cdf: pl.DataFrame  # scheme, metric (jct_s | queue_s), value_s, fraction
     timeline: pl.DataFrame  # scheme, time, used_gpus, queued_jobs, capacity_gpus
     records: pl.DataFrame  # per job and scheme
@@ -87,14 +89,27 @@ def recorded_records(w: Workload) -> pl.DataFrame | None:
     return frame.with_columns(pl.when(ended).then(pl.col("jct_s")).alias("jct_s"))
 
 
+def _grouping(w: Workload, vc: np.ndarray, name: str) -> list:
+    """Per job the trace's account or partition, the VC where the trace has none."""
+    col = getattr(w.scheduler, name, None) if w.scheduler is not None else None
+    if col is None:
+        return vc.tolist()
+    return [str(c) or str(v) for c, v in zip(col, vc, strict=True)]
+
+
 def _records_frame(w: Workload, scheme: str, start, end, queue, preempt) -> pl.DataFrame:
     names = np.asarray(w.vc_names, dtype=object)
+    vc = names[w.vc_index] if len(w) else np.array([], dtype=object)
     placed = start >= 0
+    user = w.scheduler.user.tolist() if w.scheduler is not None else [""] * len(w)
     return pl.DataFrame(
         {
             "scheme": scheme,
             "job_id": w.job_id,
-            "vc": names[w.vc_index].tolist() if len(w) else [],
+            "user": user,
+            "account": _grouping(w, vc, "account"),
+            "partition": _grouping(w, vc, "partition"),
+            "vc": vc.tolist(),
             "gpu_num": w.gpu_num,
             "submit_s": w.submit_s,
             "duration_s": w.duration_s,
@@ -106,7 +121,7 @@ def _records_frame(w: Workload, scheme: str, start, end, queue, preempt) -> pl.D
             "preemptions": preempt,
             "placed": placed,
         },
-        schema_overrides={"scheme": pl.String, "vc": pl.String},
+        schema_overrides={s: pl.String for s in ("scheme", "vc", "user", "account", "partition")},
     ).with_columns(pl.when(pl.col("placed")).then(pl.col("jct_s")).alias("jct_s"))
 
 
@@ -197,6 +212,49 @@ def per_vc_means(records: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("scheme", "vc")
     )
+
+
+JOBS_OUT_COLUMNS = ("scheme", "job_id", "user", "account", "partition", "gpu_num", "submit_time", "start_time")
+JOBS_OUT_COLUMNS += ("end_time", "queue_s")
+
+
+def replayed_jobs(records: pl.DataFrame, t0: datetime) -> pl.DataFrame:
+    """Every scheme's jobs as `helios whatif --jobs-out` writes them: ids as in the trace, times as datetimes
+    (null for a job that never started), queue seconds."""
+
+    def at(col: str) -> pl.Expr:
+        when = pl.lit(t0) + pl.duration(seconds=pl.col(col))
+        return pl.when(pl.col(col) >= 0).then(when).otherwise(None)
+
+    return records.with_columns(
+        at("submit_s").alias("submit_time"),
+        at("start_s").alias("start_time"),
+        at("end_s").alias("end_time"),
+        pl.when(pl.col("placed")).then(pl.col("queue_s")).alias("queue_s"),
+    ).select(JOBS_OUT_COLUMNS)
+
+
+def per_account_means(records: pl.DataFrame) -> pl.DataFrame:
+    """Jobs and average queue delay per scheme and account (placed jobs)."""
+    return (
+        records.filter(pl.col("placed"))
+        .group_by("scheme", "account")
+        .agg(pl.len().alias("jobs"), pl.col("queue_s").mean().alias("avg_queue_s"))
+        .sort("scheme", "account")
+    )
+
+
+def start_order_tau(recorded: pl.DataFrame | None, records: pl.DataFrame) -> float | None:
+    """Kendall's τ (tau-b) between the recorded and the replayed start seconds of the jobs that started in both
+    (None without a record or with fewer than two such jobs)."""
+    if recorded is None:
+        return None
+    both = recorded.select("start_s").to_numpy()[:, 0], records.select("start_s").to_numpy()[:, 0]
+    ok = (both[0] >= 0) & (both[1] >= 0)
+    if ok.sum() < 2:
+        return None
+    tau = kendalltau(both[0][ok], both[1][ok]).statistic
+    return None if not np.isfinite(tau) else round(float(tau), 4)
 
 
 def summary_row(

@@ -29,12 +29,14 @@ from sim.scenario.outputs import (
     cdf_points,
     closest_to_record,
     engine_timeline,
+    per_account_means,
     per_vc_means,
     predictor_quality,
     recorded_records,
     records_timeline,
     replay_fidelity,
     sim_records,
+    start_order_tau,
     summary_row,
     timeline_frame,
     timeline_grid,
@@ -202,7 +204,8 @@ class _Schemes:
         """Record one scheme's per-job outcome and its GPUs-in-use and jobs-waiting series."""
         self.records[scheme] = records
         row = summary_row(records, used, self.capacity, self.span_points, self.end_s)
-        self.rows.append({"scheme": scheme, **row})
+        tau = None if scheme == RECORDED else start_order_tau(self.records.get(RECORDED), records)
+        self.rows.append({"scheme": scheme, **row, "start_order_tau": tau})
         self.timelines.append(timeline_frame(scheme, self.t0, self.grid, used, queued, self.capacity))
 
     def all_records(self) -> pl.DataFrame:
@@ -305,6 +308,7 @@ def _assemble(config, window: workload.Window, w: Workload, schemes: _Schemes, k
         vc_nodes=dict(zip(w.vc_names, w.vc_nodes, strict=True)),
         summary=with_factors(schemes.rows, baseline) if schemes.rows else empty,
         per_vc=per_vc_means(records) if records.height else empty,
+        per_account=per_account_means(records) if records.height else empty,
         cdf=pl.concat([cdf_points(r, s) for s, r in schemes.records.items()]) if schemes.records else empty,
         timeline=pl.concat(schemes.timelines) if schemes.timelines else empty,
         records=records if keep_records else empty,

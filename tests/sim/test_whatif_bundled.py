@@ -98,3 +98,27 @@ def test_recorded_jcts_leave_out_jobs_that_had_not_ended(root):
     row = result.summary.filter(pl.col("scheme") == "recorded").row(0, named=True)
     assert row["avg_jct_s"] == pytest.approx(ended.filter(pl.col("start_s") <= end_s)["jct_s"].mean(), rel=1e-3)
     assert row["waiting_at_end"] == recorded.filter(pl.col("placed") & (pl.col("start_s") > end_s)).height
+
+
+def test_whatif_jobs_out_and_start_order_tau(root, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("HELIOS_DATA_DIR", str(root))
+    argv = ["whatif", "--dataset", "alibaba", "--cluster", "Alibaba-openb", "--start", "2023-05-25", "--json"]
+    out_file = tmp_path / "jobs.parquet"
+    assert cli.main([*argv, "--policies", "fifo,sjf", "--jobs-out", str(out_file)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    taus = {row["scheme"]: row["start_order_tau"] for row in out["summary"]}
+    assert taus["recorded"] is None and 0.9 < taus["fifo"] <= 1  # a lightly loaded pool: nearly the recorded order
+    assert {r["scheme"] for r in out["per_account"]} == {"recorded", "fifo", "sjf"}
+    jobs = pl.read_parquet(out_file)
+    assert jobs.columns == [
+        "scheme", "job_id", "user", "account", "partition", "gpu_num",
+        "submit_time", "start_time", "end_time", "queue_s",
+    ]  # fmt: skip
+    fifo = jobs.filter(pl.col("scheme") == "fifo")
+    assert fifo.height == jobs.filter(pl.col("scheme") == "recorded").height
+    started = fifo.filter(pl.col("start_time").is_not_null())
+    waited = (started["start_time"] - started["submit_time"]).dt.total_seconds()
+    assert (waited == started["queue_s"]).all()
+    csv_file = tmp_path / "jobs.csv"
+    assert cli.main([*argv, "--policies", "fifo", "--jobs-out", str(csv_file)]) == 0
+    assert csv_file.read_text().splitlines()[0].startswith("scheme,job_id,user,account")
