@@ -2,7 +2,8 @@
 the whole cluster at once, and the outcome split back into one result per VC as the other policies give it.
 
 Where the trace lacks a column the replay falls back: partition = VC, account = VC, no time limit (the
-partition's DefaultTime or MaxTime), no QOS, one CPU per GPU; a recorded TIMEOUT job runs until its limit stops it.
+partition's DefaultTime or MaxTime), no QOS, one CPU per GPU; a recorded TIMEOUT job with a recorded limit runs
+until the limit stops it (without one, for its recorded length).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def slurm_jobs(config: SlurmConfig, w: Workload) -> tuple[SlurmJobs, list[str]]:
     limit = cols.timelimit_s if cols is not None and cols.timelimit_s is not None else np.full(len(w), -1)
     duration = w.duration_s.copy()
     if cols is not None and cols.timed_out is not None:
-        duration[cols.timed_out] = NEVER_S
+        duration[cols.timed_out & (limit > 0)] = NEVER_S  # without a recorded limit, the recorded end stands
     cpus = cols.cpus if cols is not None and cols.cpus is not None else np.maximum(w.gpu_num, 1)
     return build_jobs(
         config,

@@ -2,6 +2,7 @@
 and is reported like the other policies."""
 
 import numpy as np
+import polars as pl
 import pytest
 
 from analytics.slurm_config import NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
@@ -41,3 +42,11 @@ def test_slurm_policy_replays_every_vc(trace):
     assert set(result.per_vc.filter(result.per_vc["scheme"] == "slurm")["vc"]) <= set(VCS)
     used = result.timeline.filter(result.timeline["scheme"] == "slurm")["used_gpus"].to_numpy()
     assert used.max() <= 8 * sum(VCS.values()) and np.all(used >= 0)
+
+
+def test_recorded_timeout_without_a_limit_keeps_its_recorded_length(trace):
+    jobs, vc_gpus = trace
+    jobs = jobs.with_columns(state=pl.lit("TIMEOUT"))  # no timelimit_s column: the trace has no limits
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("slurm",)), jobs, vc_gpus, scheduler=_config())
+    rec = result.records.filter((pl.col("scheme") == "slurm") & pl.col("placed"))
+    assert (rec["end_s"] - rec["start_s"] == rec["duration_s"]).all()
