@@ -175,13 +175,19 @@ def _check_value(where: str, name: str, value: Any, kind: type | str) -> Any:
 _KINDS = {"int": int, "float": float, "bool": bool, "str": str, "int | None": "int | None"}
 
 
-def _record(cls: type, data: Any, where: str) -> Any:
-    if not isinstance(data, dict):
-        raise SlurmConfigError(f"{where} must be an object, got {data!r}")
+def _known_fields(cls: type, data: dict, where: str) -> dict[str, dataclasses.Field]:
+    """cls's fields by name, or SlurmConfigError naming the settings in data that cls does not have."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise SlurmConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}")
+    return fields
+
+
+def _record(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise SlurmConfigError(f"{where} must be an object, got {data!r}")
+    fields = _known_fields(cls, data, where)
     values = {}
     for name, value in data.items():
         kind = fields[name].type
@@ -201,10 +207,7 @@ def config_from_dict(data: dict[str, Any]) -> SlurmConfig:
     """Build and check a SlurmConfig from its JSON form (SlurmConfigError naming the first bad field)."""
     if not isinstance(data, dict):
         raise SlurmConfigError(f"slurm config must be an object, got {type(data).__name__}")
-    top = {f.name: f for f in dataclasses.fields(SlurmConfig)}
-    unknown = sorted(set(data) - set(top))
-    if unknown:
-        raise SlurmConfigError(f"slurm config: unknown setting(s) {', '.join(unknown)}")
+    top = _known_fields(SlurmConfig, data, "slurm config")
     values: dict[str, Any] = {}
     for name, value in data.items():
         cls = _RECORDS.get(name)

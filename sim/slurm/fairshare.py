@@ -31,6 +31,7 @@ class AssocTree:
     users: tuple[int, ...]  # node index of each user association, in the order of user_key
     user_key: tuple[tuple[str, str], ...]  # (account, user) of each user association
     ancestors: np.ndarray  # (nodes x users) 1 where the node is the user association or above it
+    sibling_shares: tuple[int, ...]  # the raw shares of each node and its siblings together
 
     def user_index(self, account: str, user: str) -> int:
         """The index (into users) of the association of user in account."""
@@ -42,8 +43,7 @@ class AssocTree:
 
     def level_shares(self, node: int) -> int:
         """The raw shares of node and its siblings together."""
-        p = self.parent[node]
-        return self.shares[node] if p < 0 else sum(self.shares[c] for c in self.children[p])
+        return self.sibling_shares[node]
 
 
 def build_tree(assocs: tuple[AssocSpec, ...], job_pairs: list[tuple[str, str]]) -> tuple[AssocTree, list[str]]:
@@ -102,6 +102,7 @@ def _tree(accounts: dict[str, tuple[str, int]], users: dict[tuple[str, str], int
         tuple(user_nodes),
         tuple(users),
         ancestors,
+        tuple(shares[n] if p < 0 else sum(shares[c] for c in children[p]) for n, p in enumerate(parent)),
     )
 
 

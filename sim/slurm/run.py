@@ -54,10 +54,11 @@ def next_tick(now_s: int, origin_s: int, period_s: int) -> int:
 class Replay:
     """The state of one replay: pool, queue, running jobs, usage, limits and the passes' clocks."""
 
-    def __init__(self, config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, group: np.ndarray | None = None):
+    def __init__(
+        self, config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, groups: tuple[np.ndarray, int] | None = None
+    ):
         self.config, self.jobs, self.boot_s = config, jobs, boot_s
-        self.group = jobs.partition if group is None else np.asarray(group, dtype=np.int64)
-        n_groups = int(self.group.max(initial=-1)) + 1 if group is not None else len(config.partitions)
+        self.group, n_groups = (jobs.partition, len(config.partitions)) if groups is None else groups
         self.pool = NodePool(config)
         n = len(jobs)
         self.job_nodes = np.array(
@@ -283,9 +284,11 @@ def _stack(rows: list[np.ndarray], width: int) -> np.ndarray:
     return np.vstack(rows).astype(np.int64) if rows else np.zeros((0, width), dtype=np.int64)
 
 
-def replay(config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, group: np.ndarray | None = None) -> SlurmOutcome:
-    """Replay jobs on the cluster of config with its scheduler (boot_s: slurmctld's start in replay seconds; group:
-    each job's timeline group, its partition by default)."""
-    state = Replay(config, jobs, boot_s, group)
+def replay(
+    config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, groups: tuple[np.ndarray, int] | None = None
+) -> SlurmOutcome:
+    """Replay jobs on the cluster of config with its scheduler (boot_s: slurmctld's start in replay seconds; groups:
+    each job's timeline group and the number of groups, partitions by default)."""
+    state = Replay(config, jobs, boot_s, groups)
     drive(jobs.submit_s, state.on_time)
     return state.outcome()

@@ -62,7 +62,7 @@ def simulate_slurm(config: SlurmConfig, sim: SimConfig, w: Workload) -> SimResul
     """Replay w with the cluster's scheduler and return one VCResult per VC (timelines per VC's partition)."""
     t = time.perf_counter()
     jobs, _ = slurm_jobs(config, w)
-    out = replay(config, jobs, boot_offset_s(config, w.t0_us), w.vc_index)
+    out = replay(config, jobs, boot_offset_s(config, w.t0_us), (w.vc_index, len(w.vc_names)))
     vcs = {name: _vc_result(w, v, out) for v, name in enumerate(w.vc_names)}
     return SimResult(w, sim, vcs, int((~out.runnable).sum()), time.perf_counter() - t)
 
@@ -79,10 +79,6 @@ def _vc_result(w: Workload, v: int, out: SlurmOutcome) -> VCResult:
         priority=np.where(started, out.priority[rows], NO_PRIORITY),
         nodes=[tuple(n for n, _, _ in out.placement[r]) for r in rows],
         timeline_t_s=out.timeline_t_s,
-        timeline_used_gpus=out.timeline_used_gpus[:, v] if out.timeline_used_gpus.shape[1] > v else _none(out),
-        timeline_queued_jobs=out.timeline_queued_jobs[:, v] if out.timeline_queued_jobs.shape[1] > v else _none(out),
+        timeline_used_gpus=out.timeline_used_gpus[:, v],
+        timeline_queued_jobs=out.timeline_queued_jobs[:, v],
     )
-
-
-def _none(out: SlurmOutcome) -> np.ndarray:
-    return np.zeros(out.timeline_t_s.shape[0], dtype=np.int64)
