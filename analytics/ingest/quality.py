@@ -211,7 +211,8 @@ def validate(
     """Drop and flag problem rows of parsed jobs; return the canonical jobs and the data-quality report."""
     marked = mark_drops(jobs)
     kept = marked.filter(pl.col(_DROP).is_null())
-    optional = [c for c in source_columns if c not in schema.JOB_REQUIRED_NON_NULL]
+    exempt = (*schema.JOB_REQUIRED_NON_NULL, *schema.JOB_NULL_BY_MEANING)
+    optional = [c for c in source_columns if c not in exempt]
     checks = kept_checks(marked.columns, optional, capacity)
     issues = dropped_issues(marked, labels) | kept_issues(kept, checks, labels)
     known_state = pl.when(pl.col("state").is_in(schema.STATES)).then(pl.col("state")).alias("state")

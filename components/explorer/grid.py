@@ -30,6 +30,7 @@ HEADERS: dict[str, str] = {
     "job_id": "job id",
     "job_name": "job name",
     "gpu_num": "GPUs",
+    "gpu_type": "GPU type",
     "cpu_num": "CPUs",
     "node_num": "nodes",
     "submit_time": "submitted",

@@ -53,7 +53,7 @@ def test_public_is_not_a_dataset_name(data_root):
 def test_philly_capabilities_say_what_is_absent(bundled_root):
     caps = store.open_dataset("philly", bundled_root).meta["capabilities"]
     assert {c for c, v in caps["columns"].items() if v["status"] == capabilities.ABSENT} == {
-        "user", "job_name", "cpu_num", "node_num", "state", "start_time", "end_time", "queue",
+        "user", "job_name", "gpu_type", "cpu_num", "node_num", "state", "start_time", "end_time", "queue",
     }  # fmt: skip
     assert caps["features"]["durations"] is None and caps["features"]["whatif"] is None
     for feature in ("utilisation", "queueing", "final_states", "users", "ces"):
