@@ -434,13 +434,16 @@ Plan = tuple[pl.DataFrame, MetaFor]  # the new version's capacity table and meta
 
 @dataclass(frozen=True)
 class Upsert:
-    """What upsert_jobs did: the dataset now, jobs added, updated and unchanged, and the months rewritten."""
+    """What upsert_jobs did: the dataset now, jobs added, updated and unchanged, and the months rewritten (and, from
+    analytics.ingest.append, the data-quality report of the batch read, which a refresh that changes nothing does
+    not store)."""
 
     dataset: Dataset
     added: int
     updated: int
     unchanged: int
     months_rewritten: tuple[str, ...]
+    quality: dict[str, Any] | None = None
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from analytics.ingest import FORMATS, IngestError, IngestOptions, append, ingest
 from analytics.ingest.alibaba import DEFAULT_ORIGIN
 from analytics.ingest.archive import DEFAULT_MAX_MEMBER_BYTES
 from analytics.ingest.mapped_csv import ALIASES, parse_mapping
-from analytics.ingest.quality import summary_lines
+from analytics.ingest.quality import rejections, summary_lines
 from analytics.ingest.slurm import SACCT_FIELDS, VC_FROM
 from analytics.progress import Progress
 
@@ -83,6 +83,13 @@ def print_refresh(result: store.Upsert) -> None:
     print(f"months rewritten: {months}; now {meta['row_counts']['jobs']} jobs, version {result.dataset.version}")
 
 
+def print_rejections(quality: dict | None) -> None:
+    """Say which rows a batch's report rejected, each reason with its count and first examples (nothing if none)."""
+    why = rejections(quality) if quality else ""
+    if why:
+        print(f"rows rejected: {why}")
+
+
 def run_ingest(args: argparse.Namespace) -> int:
     """Run `helios ingest`: read, validate and write (or --append to) the dataset, then print the quality summary."""
     progress = Progress(0, quiet=args.quiet)
@@ -99,8 +106,10 @@ def run_ingest(args: argparse.Namespace) -> int:
             print(file=sys.stderr)  # end the progress line of the stage that failed
         return fail(str(exc))
     meta = dataset.meta
+    quality = meta["quality"]
     if args.append:
         print_refresh(result)
+        quality = result.quality or quality  # the batch's report: a refresh that changes nothing does not store it
     else:
         clusters = ", ".join(meta["clusters"])
         print(f"dataset {dataset.name}: {meta['row_counts']['jobs']} jobs, clusters {clusters}")
@@ -108,7 +117,7 @@ def run_ingest(args: argparse.Namespace) -> int:
         f"period {meta['period']['start']} .. {meta['period']['end']}; written to {dataset.path.parent / dataset.name}"
     )
     print_capacity_note(meta)
-    print("\n".join(summary_lines(meta["quality"])))
+    print("\n".join(summary_lines(quality)))
     return 0
 
 

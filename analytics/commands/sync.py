@@ -13,7 +13,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from analytics.commands.common import derive, fail
-from analytics.commands.ingest import add_own_cluster_args, ingest_options, print_capacity_note, print_refresh
+from analytics.commands.ingest import (
+    add_own_cluster_args,
+    ingest_options,
+    print_capacity_note,
+    print_refresh,
+    print_rejections,
+)
 from analytics.ingest import IngestError, append
 from analytics.ingest.parse import TIME_FORMAT
 from analytics.ingest.slurm import sacct_command
@@ -94,6 +100,7 @@ def run_sync(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
         return fail(str(exc))
     print_refresh(result)
+    print_rejections(result.quality)
     print_capacity_note(result.dataset.meta)
     return 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -216,7 +216,10 @@ def _merged_report(path: Path, reports: list[dict[str, Any]], allow_empty: bool 
     a source without rows is not allowed)."""
     report = quality.merge_reports(reports)
     if report["rows_out"] == 0 and not (allow_empty and report["rows_in"] == 0):
-        raise IngestError(f"{path}: no valid rows left after validation ({report['rows_in']} rows read)")
+        why = quality.rejections(report)
+        raise IngestError(
+            f"{path}: no valid rows left after validation ({report['rows_in']} rows read)" + (f": {why}" if why else "")
+        )
     return report
 
 
@@ -278,7 +281,8 @@ def append(
     source: str | None = None,
 ) -> store.Upsert:
     """Add the new jobs of the trace at path to dataset name and update its changed ones (same cluster and job id),
-    rewriting only the months they touch; the dataset is created when absent, and a second run changes nothing."""
+    rewriting only the months they touch; the dataset is created when absent, and a second run changes nothing (the
+    result carries the batch's data-quality report either way)."""
     try:
         store.check_name(name)
     except store.DatasetError as exc:
@@ -292,7 +296,7 @@ def append(
         if stored_capacity is None:
             raise IngestError(f"{path}: no jobs, and dataset {name!r} does not exist yet")
         progress.done(f"{name}: no jobs in {path.name}, nothing changed")
-        return store.Upsert(store.open_dataset(name, root), 0, 0, 0, ())
+        return store.Upsert(store.open_dataset(name, root), 0, 0, 0, (), meta["quality"])
     if source:
         meta["source"] = source
 
@@ -307,4 +311,4 @@ def append(
     with progress.stage(f"merging into dataset {name}"):
         result = store.upsert_jobs(name, jobs, plan, root)
     progress.done(f"{name}: {result.added} jobs added, {result.updated} updated, {result.unchanged} unchanged")
-    return result
+    return replace(result, quality=meta["quality"])

@@ -50,6 +50,8 @@ EARTH_ROWS = [
 ]
 EXPECTED_COUNTS = {
     "blank_row": 1,
+    "wrong_field_count": 0,  # kinds the Slurm reader finds; none in a Helios log
+    "unparsable_required": 0,
     "missing_required": 1,
     "negative_gpu_num": 1,
     "duplicate_job_id": 1,
@@ -107,6 +109,8 @@ def test_folder_ingest_counts_every_row_level_kind(helios_dir, data_root):
     actions = {k: v["action"] for k, v in quality["issues"].items()}
     assert [k for k, a in actions.items() if a == "dropped"] == [
         "blank_row",
+        "wrong_field_count",
+        "unparsable_required",
         "missing_required",
         "negative_gpu_num",
         "duplicate_job_id",
