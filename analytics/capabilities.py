@@ -19,7 +19,8 @@ FORMAT_DERIVED: dict[str, dict[str, str]] = {
     "philly": {"job_id": "row order of the job file", "cluster": "the constant 'Philly'"},
     "slurm": {
         "queue": "Start − Eligible (Start − Submit where Eligible is unknown)",
-        "gpu_num": "AllocTRES gres/gpu (ReqTRES for jobs never allocated)",
+        "gpu_num": "the first of AllocTRES, AllocGRES, ReqTRES, ReqGRES, Gres naming GPUs (the request for a job "
+        "never allocated)",
         "duration": "ElapsedRaw",
     },
     "alibaba-openb": {

@@ -16,13 +16,17 @@ from analytics.ingest.alibaba import DEFAULT_ORIGIN
 from analytics.ingest.archive import DEFAULT_MAX_MEMBER_BYTES
 from analytics.ingest.mapped_csv import ALIASES, parse_mapping
 from analytics.ingest.quality import rejections, summary_lines
-from analytics.ingest.slurm import SACCT_FIELDS, VC_FROM
+from analytics.ingest.slurm import FIELD_LISTS, SACCT_FIELDS, VC_FROM, sacct_fields
 from analytics.progress import Progress
 
 SALT_VARIABLE = "HELIOS_ANON_SALT"
 SACCT_EXAMPLE = (
     f"sacct --allusers --parsable2 --starttime 2026-01-01 --endtime now+7days --format={','.join(SACCT_FIELDS)} "
     "> jobs.txt"
+)
+XDMOD_EXAMPLE = (
+    "sacct --allusers --parsable2 --noheader --allocations --duplicates --starttime 2026-01-01 --endtime now "
+    f"--format={','.join(FIELD_LISTS['xdmod'])} > jobs.txt, then --sacct-fields xdmod"
 )
 
 
@@ -62,6 +66,7 @@ def ingest_options(args: argparse.Namespace) -> IngestOptions:
         anonymise_salt=anonymise_salt(args.anonymise),
         capacity=args.capacity,
         vc_from=args.vc_from,
+        sacct_fields=sacct_fields(args.sacct_fields) if getattr(args, "sacct_fields", None) else (),
         column_map=column_map(args) if hasattr(args, "map") else (),
     )
 
@@ -177,7 +182,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ingest",
         help="ingest a trace (Helios, Philly, Alibaba openb, Slurm sacct export, any CSV) as a dataset",
         description="Validate a trace and write it as dataset NAME; a failed ingest writes nothing (exit 2). "
-        f"A Slurm export: {SACCT_EXAMPLE}. With --append, a newer export refreshes the dataset.",
+        f"A Slurm export: {SACCT_EXAMPLE}. One without a header line, as Open XDMoD takes it: {XDMOD_EXAMPLE}. "
+        "With --append, a newer export refreshes the dataset.",
     )
     p.add_argument("path", type=Path, metavar="PATH", help="trace file, folder or zip")
     p.add_argument("--format", required=True, choices=list(FORMATS), help="source format")
@@ -199,6 +205,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="largest uncompressed zip member accepted (default 2 GiB)",
     )
     add_own_cluster_args(p)
+    lists = "; ".join(f"{k}: {','.join(v)}" for k, v in FIELD_LISTS.items())
+    p.add_argument(
+        "--sacct-fields",
+        metavar="LIST|" + "|".join(FIELD_LISTS),
+        help="slurm: the export has no header line (sacct --noheader); its fields, in order: a list as given to "
+        f"sacct --format (',' or '|' between names) or one of Open XDMoD's lists ({lists})",
+    )
     aliases = ", ".join(f"{a}={t}" for a, t in ALIASES.items())
     p.add_argument(
         "--map",

@@ -32,7 +32,8 @@ from analytics.progress import Progress
 @dataclass(frozen=True)
 class IngestOptions:
     """Format options: Helios clusters to keep, Philly node table, Alibaba origin, zip member size limit; for Slurm
-    and CSV the cluster name, pseudonym salt and capacity file; Slurm's VC column; CSV's column mapping."""
+    and CSV the cluster name, pseudonym salt and capacity file; Slurm's VC column and the field names of an export
+    without a header line; CSV's column mapping."""
 
     clusters: tuple[str, ...] = ()
     vc_nodes: Path | None = None
@@ -42,6 +43,7 @@ class IngestOptions:
     anonymise_salt: str | None = None
     capacity: Path | None = None
     vc_from: str = "partition"
+    sacct_fields: tuple[str, ...] = ()
     column_map: tuple[tuple[str, str], ...] = ()
 
 
@@ -74,7 +76,10 @@ def _open_alibaba(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
 
 @contextmanager
 def _open_slurm(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
-    yield open_slurm(path, SlurmOptions(options.cluster, options.vc_from, options.anonymise_salt, options.capacity))
+    slurm = SlurmOptions(
+        options.cluster, options.vc_from, options.anonymise_salt, options.capacity, options.sacct_fields
+    )
+    yield open_slurm(path, slurm)
 
 
 @contextmanager
@@ -134,6 +139,8 @@ def _check_options(fmt: str, options: IngestOptions) -> None:
         raise IngestError("--cluster, --capacity and --anonymise apply to --format slurm and csv only")
     if options.vc_from != "partition" and fmt != "slurm":
         raise IngestError("--vc-from applies to --format slurm only")
+    if options.sacct_fields and fmt != "slurm":
+        raise IngestError("--sacct-fields applies to --format slurm only")
     if options.column_map and fmt != "csv":
         raise IngestError("--map applies to --format csv only")
 
