@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 from analytics import store
-from analytics.capabilities import capacity_disabled
+from analytics.capabilities import ABSENT, capacity_disabled, column_status
 from analytics.commands.common import derive, fail, parsed_number
 from analytics.export import export_dataset
 from analytics.ingest import FORMATS, IngestError, IngestOptions, append, ingest
 from analytics.ingest.alibaba import DEFAULT_ORIGIN
 from analytics.ingest.archive import DEFAULT_MAX_MEMBER_BYTES
+from analytics.ingest.helios import LOG_COLUMNS
 from analytics.ingest.mapped_csv import ALIASES, parse_mapping
 from analytics.ingest.quality import rejections, summary_lines
 from analytics.ingest.slurm import FIELD_LISTS, SACCT_FIELDS, VC_FROM, sacct_fields
@@ -135,7 +136,16 @@ def run_export(args: argparse.Namespace) -> int:
         return fail(str(exc))
     for path in paths:
         print(path)
+    absent = absent_published_columns(dataset.meta)
+    if absent:
+        print(f"helios: note: left empty, not in this trace: {absent}", file=sys.stderr)
     return 0
+
+
+def absent_published_columns(meta: dict) -> str:
+    """The published columns an export leaves empty because the dataset lacks them, with why ('' when none)."""
+    status = column_status(meta)
+    return "; ".join(f"{c} ({status[c]['note']})" for c in LOG_COLUMNS if status[c]["status"] == ABSENT)
 
 
 def _size(text: str) -> int:
@@ -226,7 +236,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e = subparsers.add_parser(
         "export",
         help="write a dataset in the published Helios CSV format",
-        description="Write <Cluster>/cluster_log.csv and cluster_gpu_number.csv under OUT (or OUT/data.zip).",
+        description="Write <Cluster>/cluster_log.csv and cluster_gpu_number.csv under OUT (or OUT/data.zip). A "
+        "published column the dataset lacks is left empty (never 0) and named on stderr.",
     )
     e.add_argument("name", metavar="NAME", help="dataset to export")
     e.add_argument("--out", required=True, type=Path, help="output folder")

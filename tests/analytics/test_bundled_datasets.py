@@ -13,17 +13,9 @@ import cli
 from analytics import capabilities, queries, schema, store
 from analytics.filters import NO_FILTER
 from analytics.ingest import IngestError, ingest
-from analytics.ingest.bundled import BUNDLED, PUBLIC_DIR, build
+from analytics.ingest.bundled import BUNDLED, PUBLIC_DIR
 
 VARIANTS = Path(__file__).resolve().parents[1] / "fixtures" / "alibaba_variants"
-
-
-@pytest.fixture(scope="module")
-def bundled_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bundled")
-    for name in BUNDLED:
-        build(name, root)
-    return root
 
 
 def test_every_bundled_file_is_in_the_repository_and_credited():
