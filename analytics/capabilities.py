@@ -19,7 +19,8 @@ FORMAT_DERIVED: dict[str, dict[str, str]] = {
     "philly": {"job_id": "row order of the job file", "cluster": "the constant 'Philly'"},
     "slurm": {
         "queue": "Start − Eligible (Start − Submit where Eligible is unknown)",
-        "gpu_num": "AllocTRES gres/gpu (ReqTRES for jobs never allocated)",
+        "gpu_num": "the first of AllocTRES, AllocGRES, ReqTRES, ReqGRES, Gres naming GPUs (the request for a job "
+        "never allocated)",
         "duration": "ElapsedRaw",
     },
     "alibaba-openb": {
@@ -64,6 +65,7 @@ COLUMN_WORDS: dict[str, str] = {
     "duration": "durations",
     "submit_time": "submit times",
     "gpu_num": "GPU counts",
+    "gpu_type": "GPU types",
     "cpu_num": "CPU counts",
     "node_num": "node counts",
     "job_name": "job names",
@@ -115,6 +117,9 @@ def column_status(meta: dict[str, Any]) -> dict[str, dict[str, str]]:
     for col in schema.JOB_COLUMNS:
         if col in absent:
             out[col] = {"status": ABSENT, "note": f"{source} has no {COLUMN_WORDS.get(col, col)}"}
+        elif col in schema.JOB_COLUMNS_ADDED and col not in nulls:
+            note = f"{source} has no {COLUMN_WORDS.get(col, col)} (ingested before helios kept them)"
+            out[col] = {"status": ABSENT, "note": note}
         elif rows and nulls.get(col) == rows:
             out[col] = {"status": ABSENT, "note": f"{source} has no {COLUMN_WORDS.get(col, col)} (every value empty)"}
         elif col in derived:
@@ -159,8 +164,9 @@ def capacity_disabled(meta: dict[str, Any]) -> list[str]:
 
 def capabilities(meta: dict[str, Any]) -> dict[str, Any]:
     """The dataset's columns (status, note), features and pages, each with the reason when it does not apply."""
-    if isinstance(meta.get("capabilities"), dict):
-        return meta["capabilities"]
+    recorded = meta.get("capabilities")
+    if isinstance(recorded, dict) and set(schema.JOB_COLUMNS) <= set(recorded.get("columns") or ()):
+        return recorded
     columns = column_status(meta)
     features = {name: feature_problem(meta, name, columns) for name in FEATURES}
     pages = {page: next((features[f] for f in needs if features[f]), None) for page, needs in PAGES.items()}

@@ -12,6 +12,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from analytics import schema
 from analytics.store import Dataset
 
 DEFAULT_MAX_ROWS = 2_000_000
@@ -42,8 +43,21 @@ def _sql_path(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+# The SQL type of each job column dtype, for the null columns of a dataset written before the column existed.
+_SQL_TYPES = {pl.String(): "VARCHAR", pl.Int64(): "BIGINT", pl.Int32(): "INTEGER", pl.Float64(): "DOUBLE"}
+_SQL_TYPES[schema.TIMESTAMP] = "TIMESTAMP"
+
+
+def _missing_columns(ds: Dataset) -> str:
+    """`, CAST(NULL AS type) AS "column"` for each job column the dataset's files lack (identifiers of the schema)."""
+    stored = set(ds.stored_job_columns())
+    missing = [(c, t) for c, t in schema.JOB_SCHEMA.items() if c not in stored]
+    return "".join(f', CAST(NULL AS {_SQL_TYPES[t]}) AS "{schema.check_identifier(c)}"' for c, t in missing)
+
+
 def _attach_views(cur: duckdb.DuckDBPyConnection, ds: Dataset) -> None:
-    cur.execute(f"CREATE TEMP VIEW jobs AS SELECT * FROM read_parquet({_sql_path(ds.jobs_glob)})")
+    jobs = f"SELECT *{_missing_columns(ds)} FROM read_parquet({_sql_path(ds.jobs_glob)})"
+    cur.execute(f"CREATE TEMP VIEW jobs AS {jobs}")
     cur.execute(f"CREATE TEMP VIEW vc_gpus AS SELECT * FROM read_parquet({_sql_path(ds.vc_gpus_path)})")
 
 

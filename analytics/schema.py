@@ -21,6 +21,7 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "vc": pl.String(),  # virtual cluster (partition)
     "job_name": pl.String(),  # nullable: Helios publishes no job names
     "gpu_num": pl.Int32(),  # GPUs requested; 0 = CPU job
+    "gpu_type": pl.String(),  # the GPUs' type(s) where the source names them (`a100`, `a100,v100`); else null
     "cpu_num": pl.Float64(),  # CPU cores requested (fractional for Alibaba's cpu_milli/1000)
     "node_num": pl.Int32(),  # nodes; nullable
     "state": pl.String(),  # final state, one of STATES; null when unknown
@@ -32,6 +33,11 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
 }
 JOB_COLUMNS: tuple[str, ...] = tuple(JOB_SCHEMA)
 JOB_REQUIRED_NON_NULL: tuple[str, ...] = ("cluster", "job_id", "vc", "gpu_num", "submit_time", "duration")
+# Columns null by meaning on some rows (a CPU job or an untyped GPU has no GPU type): such a null is no missing value.
+JOB_NULL_BY_MEANING: tuple[str, ...] = ("gpu_type",)
+# Job columns added after datasets were first written: a dataset ingested before lacks them (its files and its
+# meta.json's null counts).
+JOB_COLUMNS_ADDED: tuple[str, ...] = ("gpu_type",)
 
 # VC capacity table: GPUs of each VC per day.
 WHOLE_CLUSTER_VC = "*"  # a capacity row for the whole cluster, not split by VC (when VCs share the nodes)
@@ -100,6 +106,13 @@ def conform_jobs(df: pl.DataFrame) -> pl.DataFrame:
         else:
             exprs.append(pl.lit(None, dtype=dtype).alias(name))
     return df.select(exprs)
+
+
+def with_job_columns(frame: pl.LazyFrame, names: list[str]) -> pl.LazyFrame:
+    """frame (whose columns are names) with every job column it lacks added as nulls: the jobs of a dataset written
+    before that column existed."""
+    missing = [pl.lit(None, dtype=t).alias(c) for c, t in JOB_SCHEMA.items() if c not in names]
+    return frame.with_columns(missing) if missing else frame
 
 
 def conform_vc_gpus(df: pl.DataFrame) -> pl.DataFrame:

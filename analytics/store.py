@@ -50,7 +50,7 @@ MONTH_FORMAT = "%Y-%m"  # the partition key of a refreshable dataset: the submit
 MONTHLY_PARTS = "monthly_parts"  # meta.json key: month -> digest of its file (so a refresh re-hashes only its months)
 JOB_KEY = ("cluster", "job_id")  # a job's identity across refreshes
 JOB_ORDER = ("cluster", "submit_time", "job_id")  # the row order of every jobs table
-DERIVED_DIR = "derived-2"  # files computed from a dataset version; the number changes when their format does
+DERIVED_DIR = "derived-3"  # files computed from a dataset version; the number changes when their format does
 _DERIVED_STAGING = "-tmp-"
 
 
@@ -143,9 +143,16 @@ class Dataset:
         """Cluster names in the dataset."""
         return list(self.meta.get("clusters", []))
 
+    def stored_job_columns(self) -> list[str]:
+        """The job columns its Parquet files hold (a dataset written before a column existed lacks it; a refresh
+        rewrites every month of such a dataset, so its files never differ)."""
+        path = self.jobs_path
+        first = min(path.glob("*.parquet"), default=None) if path.is_dir() else path
+        return list(pl.read_parquet_schema(first)) if first else list(schema.JOB_COLUMNS)
+
     def jobs(self) -> pl.LazyFrame:
-        """Lazily scan the jobs table."""
-        return pl.scan_parquet(self.jobs_glob)
+        """Lazily scan the jobs table (with every job column: one the files lack is null)."""
+        return schema.with_job_columns(pl.scan_parquet(self.jobs_glob), self.stored_job_columns())
 
     def vc_gpus(self) -> pl.DataFrame:
         """Read the VC capacity table."""
@@ -438,13 +445,16 @@ Plan = tuple[pl.DataFrame, MetaFor]  # the new version's capacity table and meta
 
 @dataclass(frozen=True)
 class Upsert:
-    """What upsert_jobs did: the dataset now, jobs added, updated and unchanged, and the months rewritten."""
+    """What upsert_jobs did: the dataset now, jobs added, updated and unchanged, and the months rewritten (and, from
+    analytics.ingest.append, the data-quality report of the batch read, which a refresh that changes nothing does
+    not store)."""
 
     dataset: Dataset
     added: int
     updated: int
     unchanged: int
     months_rewritten: tuple[str, ...]
+    quality: dict[str, Any] | None = None
 
 
 @contextmanager
@@ -470,7 +480,7 @@ def _old_month(current: Dataset, month: str) -> pl.DataFrame:
     """The stored jobs of one submit month (empty when there are none)."""
     if current.jobs_path.is_dir():
         path = current.jobs_path / f"{month}.parquet"
-        return pl.read_parquet(path) if path.exists() else pl.DataFrame(schema=schema.JOB_SCHEMA)
+        return schema.conform_jobs(pl.read_parquet(path)) if path.exists() else pl.DataFrame(schema=schema.JOB_SCHEMA)
     month_of = pl.col("submit_time").dt.strftime(MONTH_FORMAT)
     return current.jobs().filter(month_of == month).collect()
 
@@ -526,7 +536,9 @@ def upsert_jobs(
         stored, added, updated = _batch_counts(current, jobs)
         new_months = _months(jobs)
         touched = set(new_months) | set(_months(stored))
-        converting = not current.jobs_path.is_dir()  # a single-file dataset becomes monthly: every month is written
+        # A single-file dataset becomes monthly, one written before a job column existed gets it: every month is
+        # written.
+        converting = not current.jobs_path.is_dir() or set(current.stored_job_columns()) != set(schema.JOB_COLUMNS)
         if converting:
             touched |= set(_stored_months(current))
         rewritten = _merged_months(current, sorted(touched), new_months, keep_same=converting)

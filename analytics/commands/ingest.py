@@ -8,22 +8,27 @@ import sys
 from pathlib import Path
 
 from analytics import store
-from analytics.capabilities import capacity_disabled
+from analytics.capabilities import ABSENT, capacity_disabled, column_status
 from analytics.commands.common import derive, fail, parsed_number
 from analytics.commands.scheduler import add_slurm_config_arg, print_scheduler
 from analytics.export import export_dataset
 from analytics.ingest import FORMATS, IngestError, IngestOptions, append, ingest
 from analytics.ingest.alibaba import DEFAULT_ORIGIN
 from analytics.ingest.archive import DEFAULT_MAX_MEMBER_BYTES
+from analytics.ingest.helios import LOG_COLUMNS
 from analytics.ingest.mapped_csv import ALIASES, parse_mapping
-from analytics.ingest.quality import summary_lines
-from analytics.ingest.slurm import SACCT_FIELDS, VC_FROM
+from analytics.ingest.quality import rejections, summary_lines
+from analytics.ingest.slurm import FIELD_LISTS, SACCT_FIELDS, VC_FROM, sacct_fields
 from analytics.progress import Progress
 
 SALT_VARIABLE = "HELIOS_ANON_SALT"
 SACCT_EXAMPLE = (
     f"sacct --allusers --parsable2 --starttime 2026-01-01 --endtime now+7days --format={','.join(SACCT_FIELDS)} "
     "> jobs.txt"
+)
+XDMOD_EXAMPLE = (
+    "sacct --allusers --parsable2 --noheader --allocations --duplicates --starttime 2026-01-01 --endtime now "
+    f"--format={','.join(FIELD_LISTS['xdmod'])} > jobs.txt, then --sacct-fields xdmod"
 )
 
 
@@ -63,6 +68,7 @@ def ingest_options(args: argparse.Namespace) -> IngestOptions:
         anonymise_salt=anonymise_salt(args.anonymise),
         capacity=args.capacity,
         vc_from=args.vc_from,
+        sacct_fields=sacct_fields(args.sacct_fields) if getattr(args, "sacct_fields", None) else (),
         column_map=column_map(args) if hasattr(args, "map") else (),
         slurm_config=args.slurm_config,
     )
@@ -85,6 +91,13 @@ def print_refresh(result: store.Upsert) -> None:
     print(f"months rewritten: {months}; now {meta['row_counts']['jobs']} jobs, version {result.dataset.version}")
 
 
+def print_rejections(quality: dict | None) -> None:
+    """Say which rows a batch's report rejected, each reason with its count and first examples (nothing if none)."""
+    why = rejections(quality) if quality else ""
+    if why:
+        print(f"rows rejected: {why}")
+
+
 def run_ingest(args: argparse.Namespace) -> int:
     """Run `helios ingest`: read, validate and write (or --append to) the dataset, then print the quality summary."""
     progress = Progress(0, quiet=args.quiet)
@@ -101,8 +114,10 @@ def run_ingest(args: argparse.Namespace) -> int:
             print(file=sys.stderr)  # end the progress line of the stage that failed
         return fail(str(exc))
     meta = dataset.meta
+    quality = meta["quality"]
     if args.append:
         print_refresh(result)
+        quality = result.quality or quality  # the batch's report: a refresh that changes nothing does not store it
     else:
         clusters = ", ".join(meta["clusters"])
         print(f"dataset {dataset.name}: {meta['row_counts']['jobs']} jobs, clusters {clusters}")
@@ -112,7 +127,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     print_capacity_note(meta)
     if args.slurm_config:
         print_scheduler(meta)
-    print("\n".join(summary_lines(meta["quality"])))
+    print("\n".join(summary_lines(quality)))
     return 0
 
 
@@ -125,7 +140,16 @@ def run_export(args: argparse.Namespace) -> int:
         return fail(str(exc))
     for path in paths:
         print(path)
+    absent = absent_published_columns(dataset.meta)
+    if absent:
+        print(f"helios: note: left empty, not in this trace: {absent}", file=sys.stderr)
     return 0
+
+
+def absent_published_columns(meta: dict) -> str:
+    """The published columns an export leaves empty because the dataset lacks them, with why ('' when none)."""
+    status = column_status(meta)
+    return "; ".join(f"{c} ({status[c]['note']})" for c in LOG_COLUMNS if status[c]["status"] == ABSENT)
 
 
 def _size(text: str) -> int:
@@ -173,7 +197,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ingest",
         help="ingest a trace (Helios, Philly, Alibaba openb, Slurm sacct export, any CSV) as a dataset",
         description="Validate a trace and write it as dataset NAME; a failed ingest writes nothing (exit 2). "
-        f"A Slurm export: {SACCT_EXAMPLE}. With --append, a newer export refreshes the dataset.",
+        f"A Slurm export: {SACCT_EXAMPLE}. One without a header line, as Open XDMoD takes it: {XDMOD_EXAMPLE}. "
+        "With --append, a newer export refreshes the dataset.",
     )
     p.add_argument("path", type=Path, metavar="PATH", help="trace file, folder or zip")
     p.add_argument("--format", required=True, choices=list(FORMATS), help="source format")
@@ -195,6 +220,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="largest uncompressed zip member accepted (default 2 GiB)",
     )
     add_own_cluster_args(p)
+    lists = "; ".join(f"{k}: {','.join(v)}" for k, v in FIELD_LISTS.items())
+    p.add_argument(
+        "--sacct-fields",
+        metavar="LIST|" + "|".join(FIELD_LISTS),
+        help="slurm: the export has no header line (sacct --noheader); its fields, in order: a list as given to "
+        f"sacct --format (',' or '|' between names) or one of Open XDMoD's lists ({lists})",
+    )
     aliases = ", ".join(f"{a}={t}" for a, t in ALIASES.items())
     p.add_argument(
         "--map",
@@ -209,7 +241,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e = subparsers.add_parser(
         "export",
         help="write a dataset in the published Helios CSV format",
-        description="Write <Cluster>/cluster_log.csv and cluster_gpu_number.csv under OUT (or OUT/data.zip).",
+        description="Write <Cluster>/cluster_log.csv and cluster_gpu_number.csv under OUT (or OUT/data.zip). A "
+        "published column the dataset lacks is left empty (never 0) and named on stderr.",
     )
     e.add_argument("name", metavar="NAME", help="dataset to export")
     e.add_argument("--out", required=True, type=Path, help="output folder")

@@ -66,7 +66,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "query",
         help="print one study query as a table, JSON or CSV",
-        description=f"Run one study query. Names: {', '.join(queries.QUERIES)}.",
+        description=f"Run one study query. Names: {', '.join(queries.QUERIES)}. A query the dataset cannot answer "
+        "(its trace lacks the columns or the GPU capacity it needs) exits 2 with the reason the pages show ('Not in "
+        "this trace: ...'); cluster_summary and monthly_jobs leave the columns the trace lacks empty and name them on "
+        "stderr.",
     )
     p.add_argument("name", choices=list(queries.QUERIES), metavar="NAME", help="query name (see above)")
     _add_filter_args(p)
@@ -113,13 +116,25 @@ def _print_csv(df: pl.DataFrame) -> None:
 
 
 def _run(args: argparse.Namespace, name: str, options: list[str]) -> tuple[pl.DataFrame | None, int]:
+    """The query's answer, or None and the exit code of a one-line error (also when the dataset lacks what the
+    query needs: the pages' "Not in this trace" sentence, never rows of zeros)."""
     try:
         flt = filter_from_args(args)
         kwargs = _options(name, options)
         ds = store.open_dataset(args.dataset)
+        missing = queries.not_in_trace(ds, name, kwargs)
+        if missing:
+            return None, fail(f"{name} on dataset {ds.name}: {missing}")
         return queries.QUERIES[name](ds, flt, **kwargs), 0
     except (ValueError, store.DatasetError, db.QueryError) as exc:
         return None, fail(str(exc))
+
+
+def _note_left_empty(args: argparse.Namespace, name: str) -> None:
+    """Name on stderr the columns of the answer left empty because the dataset's trace lacks them."""
+    empty = queries.left_empty(store.open_dataset(args.dataset), name)
+    if empty:
+        print(f"helios: note: left empty: {empty}", file=sys.stderr)
 
 
 def run_summary(args: argparse.Namespace) -> int:
@@ -131,6 +146,7 @@ def run_summary(args: argparse.Namespace) -> int:
         print_json(_records(df))
     else:
         _print_table(df)
+    _note_left_empty(args, "cluster_summary")
     return 0
 
 
@@ -145,4 +161,5 @@ def run_query(args: argparse.Namespace) -> int:
         _print_csv(df)
     else:
         _print_table(df)
+    _note_left_empty(args, args.name)
     return 0

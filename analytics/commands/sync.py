@@ -14,7 +14,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from analytics.commands.common import derive, fail
-from analytics.commands.ingest import add_own_cluster_args, ingest_options, print_capacity_note, print_refresh
+from analytics.commands.ingest import (
+    add_own_cluster_args,
+    ingest_options,
+    print_capacity_note,
+    print_refresh,
+    print_rejections,
+)
 from analytics.commands.scheduler import print_scheduler
 from analytics.ingest import IngestError, IngestOptions, append
 from analytics.ingest.parse import TIME_FORMAT
@@ -122,6 +128,7 @@ def run_sync(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
         return fail(str(exc))
     print_refresh(result)
+    print_rejections(result.quality)
     print_capacity_note(result.dataset.meta)
     if options.slurm_config is not None:
         print_scheduler(result.dataset.meta)

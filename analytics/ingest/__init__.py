@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,7 +34,8 @@ from analytics.scheduler import CAPTURE_KEY, CONFIG_KEY
 @dataclass(frozen=True)
 class IngestOptions:
     """Format options: Helios clusters to keep, Philly node table, Alibaba origin, zip member size limit; for Slurm
-    and CSV the cluster name, pseudonym salt and capacity file; Slurm's VC column; CSV's column mapping."""
+    and CSV the cluster name, pseudonym salt and capacity file; Slurm's VC column and the field names of an export
+    without a header line; CSV's column mapping."""
 
     clusters: tuple[str, ...] = ()
     vc_nodes: Path | None = None
@@ -44,6 +45,7 @@ class IngestOptions:
     anonymise_salt: str | None = None
     capacity: Path | None = None
     vc_from: str = "partition"
+    sacct_fields: tuple[str, ...] = ()
     column_map: tuple[tuple[str, str], ...] = ()
     slurm_config: Path | None = None  # slurm: folder of the scheduler's settings (analytics.ingest.slurm_conf)
     slurm_config_source: str = ""  # how a capture helios ran itself is named ("" = the folder's files)
@@ -78,7 +80,10 @@ def _open_alibaba(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
 
 @contextmanager
 def _open_slurm(path: Path, options: IngestOptions) -> Iterator[SourceInput]:
-    yield open_slurm(path, SlurmOptions(options.cluster, options.vc_from, options.anonymise_salt, options.capacity))
+    slurm = SlurmOptions(
+        options.cluster, options.vc_from, options.anonymise_salt, options.capacity, options.sacct_fields
+    )
+    yield open_slurm(path, slurm)
 
 
 @contextmanager
@@ -138,6 +143,8 @@ def _check_options(fmt: str, options: IngestOptions) -> None:
         raise IngestError("--cluster, --capacity and --anonymise apply to --format slurm and csv only")
     if options.vc_from != "partition" and fmt != "slurm":
         raise IngestError("--vc-from applies to --format slurm only")
+    if options.sacct_fields and fmt != "slurm":
+        raise IngestError("--sacct-fields applies to --format slurm only")
     if options.column_map and fmt != "csv":
         raise IngestError("--map applies to --format csv only")
     if options.slurm_config and fmt != "slurm":
@@ -222,7 +229,10 @@ def _merged_report(path: Path, reports: list[dict[str, Any]], allow_empty: bool 
     a source without rows is not allowed)."""
     report = quality.merge_reports(reports)
     if report["rows_out"] == 0 and not (allow_empty and report["rows_in"] == 0):
-        raise IngestError(f"{path}: no valid rows left after validation ({report['rows_in']} rows read)")
+        why = quality.rejections(report)
+        raise IngestError(
+            f"{path}: no valid rows left after validation ({report['rows_in']} rows read)" + (f": {why}" if why else "")
+        )
     return report
 
 
@@ -307,7 +317,8 @@ def append(
     source: str | None = None,
 ) -> store.Upsert:
     """Add the new jobs of the trace at path to dataset name and update its changed ones (same cluster and job id),
-    rewriting only the months they touch; the dataset is created when absent, and a second run changes nothing."""
+    rewriting only the months they touch; the dataset is created when absent, and a second run changes nothing (the
+    result carries the batch's data-quality report either way)."""
     try:
         store.check_name(name)
     except store.DatasetError as exc:
@@ -322,7 +333,7 @@ def append(
         if stored_capacity is None:
             raise IngestError(f"{path}: no jobs, and dataset {name!r} does not exist yet")
         progress.done(f"{name}: no jobs in {path.name}, nothing changed")
-        return store.Upsert(store.open_dataset(name, root), 0, 0, 0, ())
+        return store.Upsert(store.open_dataset(name, root), 0, 0, 0, (), meta["quality"])
     if source:
         meta["source"] = source
 
@@ -337,4 +348,4 @@ def append(
     with progress.stage(f"merging into dataset {name}"):
         result = store.upsert_jobs(name, jobs, plan, root, new_meta=_new_scheduler(meta, name, root))
     progress.done(f"{name}: {result.added} jobs added, {result.updated} updated, {result.unchanged} unchanged")
-    return result
+    return replace(result, quality=meta["quality"])

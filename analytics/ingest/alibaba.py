@@ -53,7 +53,7 @@ PHASE_STATES = {
     "Running": schema.RUNNING,
     "Pending": schema.PENDING,
 }
-SOURCE_COLUMNS = tuple(c for c in schema.JOB_COLUMNS if c not in ("user", "node_num"))  # all but these two
+SOURCE_COLUMNS = tuple(c for c in schema.JOB_COLUMNS if c not in ("user", "node_num", "gpu_type"))  # all but these
 OPTIONAL_SOURCE = {
     "job_name": "name",
     "cpu_num": "cpu_milli",

@@ -14,10 +14,9 @@ from pathlib import Path
 import polars as pl
 
 from analytics import schema
+from analytics.ingest.gpus import count_gpus
 from analytics.ingest.parse import INT32_MAX, IngestError, clip, show_names
 
-_TRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
-_GRES_GPU = re.compile(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)")
 _NODE_NAME = re.compile(r"(?:^|\s)NodeName=(\S+)")
 _FIELD = r"(?:^|\s){}=(\S*)"
 
@@ -33,11 +32,10 @@ class Capacity:
 
 
 def node_gpus(tres: str | None, gres: str | None) -> int:
-    """A node's GPUs from its CfgTRES (`gres/gpu=8`), else its Gres (`gpu:8`, `gpu:a100:4(S:0-1)`, summed)."""
-    found = _TRES_GPU.search(tres or "")
-    if found:
-        return int(found.group(1))
-    return sum(int(n) for n in _GRES_GPU.findall(gres or ""))
+    """A node's GPUs from its CfgTRES (`gres/gpu=8`), else its Gres (`gpu:8`, `gpu:a100:4(S:0-1)`, summed), else 0
+    (analytics.ingest.gpus reads both)."""
+    found = count_gpus(tres)
+    return found if found is not None else count_gpus(gres) or 0
 
 
 def _field(line: str, name: str) -> str | None:

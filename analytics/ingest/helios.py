@@ -28,7 +28,11 @@ LOG_FILE = "cluster_log.csv"
 GPU_FILE = "cluster_gpu_number.csv"
 LOG_REQUIRED = ("job_id", "vc", "gpu_num", "submit_time", "duration")
 LOG_OPTIONAL = ("user", "cpu_num", "node_num", "state", "start_time", "end_time", "queue")
-LOG_COLUMNS = tuple(c for c in schema.JOB_COLUMNS if c not in ("cluster", "job_name"))  # the published order
+# The published columns, in their order (no cluster: the folder names it; no job names, no GPU types).
+LOG_COLUMNS = (
+    "job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state", "submit_time", "start_time", "end_time",
+    "duration", "queue",
+)  # fmt: skip
 LOG_KINDS = {
     "job_id": "int",
     "gpu_num": "int32",

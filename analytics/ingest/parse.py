@@ -134,14 +134,15 @@ def read_text_batches(
 
 def check_field_lengths(df: pl.DataFrame, label: str, first_row: int = 0) -> None:
     """Raise IngestError naming the first row of the first column holding a value over MAX_FIELD_CHARS (rows of df
-    counted from first_row)."""
-    longest = df.select(pl.col(c).str.len_chars().max().fill_null(0) for c in df.columns).row(0, named=True)
+    counted from first_row, or as its ROW column numbers them)."""
+    texts = [c for c in df.columns if c != ROW]
+    longest = df.select(pl.col(c).str.len_chars().max().fill_null(0) for c in texts).row(0, named=True)
     too_long = [c for c, n_chars in longest.items() if n_chars > MAX_FIELD_CHARS]
     if not too_long:
         return
     lengths = df[too_long[0]].str.len_chars()
     index = int((lengths > MAX_FIELD_CHARS).arg_true()[0])
-    row = first_row + index + FIRST_DATA_ROW
+    row = df[ROW][index] if ROW in df.columns else first_row + index + FIRST_DATA_ROW
     raise IngestError(
         f"{label} row {row}, column {too_long[0]!r}: value of {lengths[index]} characters "
         f"(the limit is {MAX_FIELD_CHARS})"
@@ -213,32 +214,42 @@ def parse_columns(
     kinds: dict[str, str],
     label: str,
     required: tuple[str, ...] = (),
+    reject_required: bool = False,
 ) -> pl.DataFrame:
-    """Parse text columns to `kinds`; a bad value is fatal in a required column, else nulled and flagged."""
+    """Parse text columns to `kinds`; a bad value is fatal in a required column (with reject_required: the row is
+    flagged `unparsable_required`, for validation to drop), else nulled and flagged `unparsable_value`."""
     present = {c: k for c, k in kinds.items() if c in df.columns}
     if not present:
         return df
     parsed = _parsed(df, present)
     bad_exprs = {c: pl.col(c).is_not_null() & pl.col(_PARSED + c).is_null() for c in present}
     any_bad = parsed.select(e.any().alias(c) for c, e in bad_exprs.items()).row(0, named=True)
-    flagged = [c for c, is_bad in any_bad.items() if is_bad]
-    for col in (c for c in flagged if c in required):
+    flagged = [c for c, is_bad in any_bad.items() if is_bad and c not in required]
+    bad_required = [c for c, is_bad in any_bad.items() if is_bad and c in required]
+    if bad_required and not reject_required:
+        col = bad_required[0]
         row, value = parsed.filter(bad_exprs[col]).select(ROW, col).row(0)
         expected = PARSERS[present[col]][1]
-        shown = clip(repr(value))
-        raise IngestError(f"{label} row {row}, column {col!r}: cannot parse {shown} as {expected}")
+        raise IngestError(f"{label} row {row}, column {col!r}: cannot parse {clip(repr(value))} as {expected}")
     renamed = [pl.col(_PARSED + c).alias(c) for c in present]
     out = parsed.with_columns(renamed).drop([_PARSED + c for c in present])
+    flags = []
     if flagged:
-        out = out.with_columns(parsed.select(_bad_values_expr(flagged, bad_exprs)).to_series())
-    return out
+        flags.append(_bad_values_expr(flagged, bad_exprs, "unparsable_value"))
+    if bad_required:
+        expected = {c: f" (expected {PARSERS[present[c]][1]})" for c in bad_required}
+        flags.append(_bad_values_expr(bad_required, bad_exprs, "unparsable_required", expected))
+    return out.with_columns(parsed.select(flags).get_columns()) if flags else out
 
 
-def _bad_values_expr(cols: list[str], bad_exprs: dict[str, pl.Expr]) -> pl.Expr:
-    texts = [pl.when(bad_exprs[c]).then(text(f"{c}=", pl.col(c))) for c in cols]
+def _bad_values_expr(
+    cols: list[str], bad_exprs: dict[str, pl.Expr], kind: str, notes: dict[str, str] | None = None
+) -> pl.Expr:
+    """The `_issue:<kind>` text of each row with a bad value: `column=value` for each (and its note, if any)."""
+    texts = [pl.when(bad_exprs[c]).then(text(f"{c}=", pl.col(c), (notes or {}).get(c, ""))) for c in cols]
     detail = pl.concat_str(texts, separator="; ", ignore_nulls=True)
     any_bad = pl.any_horizontal(bad_exprs[c] for c in cols)
-    return pl.when(any_bad).then(detail).alias(f"{ISSUE_PREFIX}unparsable_value")
+    return pl.when(any_bad).then(detail).alias(f"{ISSUE_PREFIX}{kind}")
 
 
 def check_span(first_day: Any, last_day: Any, label: str) -> None:

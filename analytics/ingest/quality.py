@@ -16,7 +16,9 @@ from analytics.ingest.parse import ISSUE_PREFIX, ROW, text
 MAX_EXAMPLES = 5
 DROPPED = "dropped"
 KEPT = "kept"
-DROPPED_KINDS = ("blank_row", "missing_required", "negative_gpu_num", "duplicate_job_id")
+# Rows a reader rejects (a flag column `_issue:<kind>` says why), before the checks of the canonical columns.
+READER_DROPPED_KINDS = ("blank_row", "wrong_field_count", "unparsable_required")
+DROPPED_KINDS = (*READER_DROPPED_KINDS, "missing_required", "negative_gpu_num", "duplicate_job_id")
 KEPT_KINDS = (
     "end_before_start",
     "negative_duration",
@@ -31,6 +33,8 @@ KEPT_KINDS = (
 )
 KIND_DESCRIPTIONS = {
     "blank_row": "empty line in the file",
+    "wrong_field_count": "line with another number of fields than the header or field list (a '|' in a value?)",
+    "unparsable_required": "value of a required column that could not be parsed (a job id, a submit time)",
     "missing_required": f"null in a required column ({', '.join(schema.JOB_REQUIRED_NON_NULL)})",
     "negative_gpu_num": "gpu_num < 0",
     "duplicate_job_id": "job_id seen before in the same cluster (the first row is kept)",
@@ -71,15 +75,12 @@ def drop_reasons(columns: list[str]) -> pl.Expr:
     """Expression naming the first drop kind of each row (null for rows that stay), duplicates excepted."""
     required = list(schema.JOB_REQUIRED_NON_NULL)
     missing = pl.any_horizontal(pl.col(c).is_null() for c in required)
-    return (
-        pl.when(_issue("blank_row", columns).is_not_null())
-        .then(pl.lit("blank_row"))
-        .when(missing)
-        .then(pl.lit("missing_required"))
-        .when(pl.col("gpu_num") < 0)
-        .then(pl.lit("negative_gpu_num"))
-        .alias(_DROP)
-    )
+    checks = [(_issue(k, columns).is_not_null(), k) for k in READER_DROPPED_KINDS]
+    checks += [(missing, "missing_required"), (pl.col("gpu_num") < 0, "negative_gpu_num")]
+    reason = pl.when(checks[0][0]).then(pl.lit(checks[0][1]))
+    for mask, kind in checks[1:]:
+        reason = reason.when(mask).then(pl.lit(kind))
+    return reason.alias(_DROP)
 
 
 def duplicate_expr() -> pl.Expr:
@@ -88,9 +89,10 @@ def duplicate_expr() -> pl.Expr:
     return alive & ~pl.col("job_id").is_first_distinct().over("cluster", alive)
 
 
-def drop_details() -> dict[str, pl.Expr]:
-    """Per dropped kind, the text shown in its examples."""
+def drop_details(columns: list[str]) -> dict[str, pl.Expr]:
+    """Per dropped kind, the text shown in its examples (a reader's rejections: the reason it gave)."""
     return {
+        **{kind: _issue(kind, columns) for kind in READER_DROPPED_KINDS},
         "blank_row": pl.lit("empty row"),
         "missing_required": text("null ", _null_names(list(schema.JOB_REQUIRED_NON_NULL))),
         "negative_gpu_num": _show("gpu_num"),
@@ -181,7 +183,7 @@ def mark_drops(jobs: pl.DataFrame) -> pl.DataFrame:
 def dropped_issues(marked: pl.DataFrame, labels: dict[str, str]) -> dict[str, Any]:
     """Report entries of the dropped kinds of jobs marked by mark_drops."""
     count_of = dict(marked.group_by(_DROP).len().drop_nulls(_DROP).rows())
-    details = drop_details()
+    details = drop_details(marked.columns)
     issues = {}
     for kind in DROPPED_KINDS:
         n = count_of.get(kind, 0)
@@ -211,7 +213,8 @@ def validate(
     """Drop and flag problem rows of parsed jobs; return the canonical jobs and the data-quality report."""
     marked = mark_drops(jobs)
     kept = marked.filter(pl.col(_DROP).is_null())
-    optional = [c for c in source_columns if c not in schema.JOB_REQUIRED_NON_NULL]
+    exempt = (*schema.JOB_REQUIRED_NON_NULL, *schema.JOB_NULL_BY_MEANING)
+    optional = [c for c in source_columns if c not in exempt]
     checks = kept_checks(marked.columns, optional, capacity)
     issues = dropped_issues(marked, labels) | kept_issues(kept, checks, labels)
     known_state = pl.when(pl.col("state").is_in(schema.STATES)).then(pl.col("state")).alias("state")
@@ -244,13 +247,35 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+SHOWN_EXAMPLES = 3  # examples a summary line of a dropped kind names (one for a kept kind)
+
+
+def _where(entry: dict[str, Any], n_examples: int) -> str:
+    """` (e.g. FILE row R: detail; row R2: detail ...)`: where an issue was seen, each file named once in a row."""
+    places, last_file = [], None
+    for example in entry["examples"][:n_examples]:
+        file = "" if example["file"] == last_file else f"{example['file']} "
+        places.append(f"{file}row {example['row']}: {example['detail']}")
+        last_file = example["file"]
+    return f" (e.g. {'; '.join(places)})" if places else ""
+
+
+def rejections(report: dict[str, Any]) -> str:
+    """Each dropped kind of a report with its count, meaning and first examples, in one line (empty when none)."""
+    parts = [
+        f"{kind} {entry['count']} ({entry['description']}){_where(entry, SHOWN_EXAMPLES)}"
+        for kind, entry in report["issues"].items()
+        if entry["count"] and entry["action"] == DROPPED
+    ]
+    return "; ".join(parts)
+
+
 def summary_lines(report: dict[str, Any]) -> list[str]:
     """A short human-readable summary of a data-quality report."""
     lines = [f"rows: {report['rows_in']} read, {report['rows_out']} kept"]
     for kind, entry in report["issues"].items():
         if entry["count"]:
-            first = entry["examples"][0] if entry["examples"] else None
-            where = f" (e.g. {first['file']} row {first['row']}: {first['detail']})" if first else ""
+            where = _where(entry, SHOWN_EXAMPLES if entry["action"] == DROPPED else 1)
             lines.append(f"  {kind}: {entry['count']} {entry['action']}{where}")
     nulls = {c: n for c, n in report["null_counts"].items() if n}
     if nulls:

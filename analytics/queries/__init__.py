@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import polars as pl
 
-from analytics import store
+from analytics import capabilities, store
 from analytics.queries import catalog, colstore, rollups
 from analytics.queries.base import period
 from analytics.queries.jobs import (
@@ -29,6 +29,7 @@ from analytics.queries.jobs import (
     gpu_time_share_by_state,
     hour_weekday_submissions,
     job_states,
+    lacking_columns,
     monthly_jobs,
     queue_cdf,
 )
@@ -80,6 +81,58 @@ COMPUTED: dict[str, Callable[..., pl.DataFrame]] = {
 QUERIES: dict[str, Callable[..., pl.DataFrame]] = {name: rollups.answered(f) for name, f in COMPUTED.items()}
 active_users = rollups.answered(_active_users)
 
+# What each query's answer is made of (analytics.capabilities.FEATURES): on a dataset without it the answer would be
+# zeros or nothing, so `helios query` says "Not in this trace" instead. Queries not listed work on any dataset
+# (cluster_summary and monthly_jobs leave the columns a dataset lacks empty: jobs.LEFT_EMPTY).
+NEEDS: dict[str, tuple[str, ...]] = {
+    "utilization_minutes": ("utilisation",),
+    "utilization_resampled": ("utilisation",),
+    "monthly_utilization": ("utilisation",),
+    "diurnal_utilization": ("utilisation",),
+    "throughput_10min": ("queueing",),  # starts, ends and dequeues beside the submissions
+    "vc_utilization": ("vc_utilisation",),
+    "duration_cdf": ("durations",),
+    "final_state_by_gpu_num": ("final_states",),
+    "final_state_cpu_vs_gpu": ("final_states",),
+    "gpu_time_share_by_state": ("final_states",),
+    "job_states": ("final_states",),
+    "queue_cdf": ("queueing",),
+    "user_table": ("users",),
+    "user_concentration": ("users",),
+    "user_completion_histogram": ("users", "final_states"),
+}
+# (query, option, value) -> what that option needs beyond the query's NEEDS.
+OPTION_NEEDS: dict[tuple[str, str, str], tuple[str, ...]] = {
+    ("duration_cdf", "kind", "cpu"): ("cpu_jobs",),
+    ("queue_cdf", "kind", "cpu"): ("cpu_jobs",),
+    ("gpu_num_cdf", "weight", "gpu_time"): ("durations",),
+    ("user_concentration", "metric", "cpu_only_time"): ("cpu_jobs",),
+    ("user_concentration", "metric", "gpu_queue_time"): ("queueing",),
+}
+
+
+def needs(name: str, options: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The features query name needs with these options (NEEDS, then OPTION_NEEDS)."""
+    extra = [
+        f
+        for (query, key, value), fs in OPTION_NEEDS.items()
+        if query == name and (options or {}).get(key) == value
+        for f in fs
+    ]
+    return tuple(dict.fromkeys([*NEEDS.get(name, ()), *extra]))
+
+
+def not_in_trace(ds: Dataset, name: str, options: dict[str, str] | None = None) -> str | None:
+    """'Not in this trace: ...' (the pages' sentence) when ds lacks what query name needs, else None."""
+    return capabilities.not_in_trace(ds.meta, needs(name, options))
+
+
+def left_empty(ds: Dataset, name: str) -> str:
+    """The columns query name's answer leaves empty on ds because its trace lacks them, each group with why ('' when
+    none; a query whose NEEDS ds lacks is not answered at all)."""
+    lacking = lacking_columns(ds, name)
+    return "; ".join(f"{', '.join(cols)} (not in this trace: {why})" for why, cols in lacking.items())
+
 
 DERIVED_PARTS = (colstore.COLUMNS_PART, rollups.ROLLUPS_PART, catalog.CATALOG_PART)
 
@@ -102,6 +155,8 @@ __all__ = [
     "CONCENTRATION_METRICS",
     "GPU_NUM_X",
     "HIST_BINS",
+    "NEEDS",
+    "OPTION_NEEDS",
     "POW2_X_S",
     "QUERIES",
     "STATE_BUCKETS",
@@ -109,6 +164,9 @@ __all__ = [
     "active_users",
     "derive",
     "is_derived",
+    "left_empty",
+    "needs",
+    "not_in_trace",
     "overview_every",
     *QUERIES,
 ]

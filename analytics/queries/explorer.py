@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from analytics import db, schema
+from analytics import capabilities, db, schema
 from analytics.csv_safety import csv_text
 from analytics.filters import JobFilter
 from analytics.store import Dataset
@@ -126,6 +126,13 @@ def order_by(sort_model: list[dict[str, Any]] | None) -> str:
     return ", ".join([*keys, ORDER_KEY])
 
 
+def shown_columns(ds: Dataset) -> tuple[str, ...]:
+    """The job columns a dataset has, which the explorer shows and exports (one its trace lacks is neither: it is
+    "not in this trace", never a column of empty cells)."""
+    status = capabilities.column_status(ds.meta)
+    return tuple(c for c in COLUMNS if status[c]["status"] != capabilities.ABSENT)
+
+
 def _where(flt: JobFilter, filter_model: dict[str, Any] | None) -> tuple[str, list]:
     base, params = flt.where()
     extra, extra_params = grid_where(filter_model)
@@ -145,7 +152,7 @@ def _select(ds: Dataset, flt: JobFilter, filter_model: dict | None, sort_model: 
     where, params = _where(flt, filter_model)
     stored_order = not sort_model and ds.jobs_path.is_file()
     order = "" if stored_order else f" ORDER BY {order_by(sort_model)}"
-    return f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE {where}{order} LIMIT ? OFFSET ?", params
+    return f"SELECT {', '.join(shown_columns(ds))} FROM jobs WHERE {where}{order} LIMIT ? OFFSET ?", params
 
 
 def page(

@@ -7,7 +7,7 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-from analytics import db, schema
+from analytics import capabilities, db, schema
 from analytics.filters import NO_FILTER, JobFilter
 from analytics.queries import colstore
 from analytics.queries.base import dataset_clusters, empty, job_predicate, mean_capacity, period_bounds
@@ -22,6 +22,17 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "fail_rate_gpu", "complete_gpu_time", "cancel_gpu_time", "fail_gpu_time",
 )  # fmt: skip
 SUMMARY_INT_COLUMNS: tuple[str, ...] = ("gpu_num", "job_num", "cpu_job_num", "gpu_job_num")
+# The summary columns made of a feature a dataset may lack (analytics.capabilities.FEATURES): empty where it does.
+SUMMARY_NEEDS: dict[str, tuple[str, ...]] = {
+    "cpu_jobs": tuple(c for c in SUMMARY_COLUMNS if c.endswith("_cpu") or c == "cpu_job_num"),
+    "queueing": tuple(c for c in SUMMARY_COLUMNS if "_que_" in c),
+    "final_states": tuple(c for c in SUMMARY_COLUMNS if "_rate" in c or c.endswith("_gpu_time")),
+}
+# Per query answered on any dataset, the columns of each feature it may lack: null there, never a 0.
+LEFT_EMPTY: dict[str, dict[str, tuple[str, ...]]] = {
+    "cluster_summary": SUMMARY_NEEDS,
+    "monthly_jobs": {"cpu_jobs": ("cpu_job_num",)},
+}
 SUMMARY_ROUNDED_COLUMNS: tuple[str, ...] = tuple(
     c for c in SUMMARY_COLUMNS if c.startswith("avg_") or c.endswith("_rate") or "_rate_" in c
 )
@@ -116,7 +127,8 @@ def _summary_columns() -> list[pl.Expr]:
         for kind, mask in (("cpu", cpu), ("gpu", gpu)):
             rate = _ratio(n.filter(in_grp & mask).sum(), n.filter(known & mask).sum())
             out.append(rate.alias(f"{short}_rate_{kind}"))
-        out.append(pl.col("gpu_s").filter(in_grp).sum().alias(f"{short}_gpu_time"))
+        gpu_time = pl.when(n.filter(known).sum() > 0).then(pl.col("gpu_s").filter(in_grp).sum())
+        out.append(gpu_time.alias(f"{short}_gpu_time"))  # like the rates: none without a job in a final state
     return out
 
 
@@ -230,7 +242,22 @@ def cluster_summary(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
         id=pl.lit(TOTAL_ID), gpu_num=pl.lit(total_gpus, dtype=pl.Int64)
     )
     out = pl.concat([per_cluster.select(SUMMARY_COLUMNS), total.select(SUMMARY_COLUMNS)], how="vertical_relaxed")
-    return out.cast(SUMMARY_SCHEMA).with_columns(pl.col(SUMMARY_ROUNDED_COLUMNS).round(3))  # type: ignore[arg-type]
+    out = out.cast(SUMMARY_SCHEMA).with_columns(pl.col(SUMMARY_ROUNDED_COLUMNS).round(3))  # type: ignore[arg-type]
+    return _without_lacking(out, ds, "cluster_summary")
+
+
+def lacking_columns(ds: Dataset, name: str) -> dict[str, tuple[str, ...]]:
+    """Per reason a feature is not in ds's trace ("the Philly job list has GPU jobs only"), the columns query name
+    leaves empty for it (LEFT_EMPTY; none when ds has every feature they need)."""
+    features = capabilities.capabilities(ds.meta)["features"]
+    return {features[f]: cols for f, cols in LEFT_EMPTY.get(name, {}).items() if features.get(f)}
+
+
+def _without_lacking(frame: pl.DataFrame, ds: Dataset, name: str) -> pl.DataFrame:
+    """The answer of query name with the columns of every feature ds lacks set to null (never a 0 for what the
+    trace lacks)."""
+    lacking = {c for cols in lacking_columns(ds, name).values() for c in cols}
+    return frame.with_columns(pl.lit(None, frame.schema[c]).alias(c) for c in frame.columns if c in lacking)
 
 
 def monthly_jobs(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
@@ -264,7 +291,7 @@ def monthly_jobs(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:
             "multi_gpu_jobs": counts[:, 2],
         }
     )
-    return frame.cast(out_schema)  # type: ignore[arg-type]
+    return _without_lacking(frame.cast(out_schema), ds, "monthly_jobs")  # type: ignore[arg-type]
 
 
 US_PER_HOUR = 3_600_000_000

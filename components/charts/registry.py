@@ -333,12 +333,22 @@ def not_in_trace_figure(chart: Chart, message: str) -> go.Figure:
     return figures.empty_figure(message, title=title)
 
 
-def render(spec: Spec) -> tuple[go.Figure, pl.DataFrame]:
-    """Fetch and draw the figure a card spec names; the frame is returned for CSV export."""
+def _chart(spec: Spec) -> Chart:
     if not isinstance(spec, dict) or not isinstance(spec.get("state"), dict) or spec.get("name") not in CHARTS:
         raise ValueError(f"unknown chart {str(spec.get('name') if isinstance(spec, dict) else spec)[:80]!r}")
-    chart = CHARTS[spec["name"]]
-    missing = access.missing_feature(spec["state"]["dataset"], chart.needs)
+    return CHARTS[spec["name"]]
+
+
+def not_in_trace(spec: Spec) -> str | None:
+    """'Not in this trace: ...' when the card's dataset lacks what its chart needs (nothing to draw or download)."""
+    return access.missing_feature(spec["state"]["dataset"], _chart(spec).needs)
+
+
+def render(spec: Spec) -> tuple[go.Figure, pl.DataFrame]:
+    """Fetch and draw the figure a card spec names; the frame is returned for CSV export (empty for a chart the
+    dataset cannot draw)."""
+    chart = _chart(spec)
+    missing = not_in_trace(spec)
     if missing:
         return not_in_trace_figure(chart, missing), pl.DataFrame()
     df = chart.data(spec)

@@ -11,6 +11,7 @@ import dash_bootstrap_components as dbc
 import polars as pl
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
+from analytics import capabilities
 from analytics.filters import JobFilter, to_filter, to_params
 from analytics.queries import explorer as explorer_queries
 from analytics.store import Dataset
@@ -23,6 +24,7 @@ SPEC = "jobs-spec"
 GRID = "jobs-grid"
 EXPORT = "jobs-export"
 STATUS = "jobs-status"
+ABSENT = "jobs-absent"
 SECTION = "jobs-explorer"  # its lazy section (controls.lazy_section)
 GRID_HEIGHT_PX = 520
 SECTION_HEIGHT_PX = GRID_HEIGHT_PX + 40
@@ -30,6 +32,7 @@ HEADERS: dict[str, str] = {
     "job_id": "job id",
     "job_name": "job name",
     "gpu_num": "GPUs",
+    "gpu_type": "GPU type",
     "cpu_num": "CPUs",
     "node_num": "nodes",
     "submit_time": "submitted",
@@ -41,16 +44,18 @@ HEADERS: dict[str, str] = {
 HUMAN_KINDS: dict[str, str] = {"duration": "duration", "queue": "duration"}
 
 
-def column_defs() -> list[dict[str, Any]]:
-    """AG Grid column definitions with readable headers and the right filter per column type; a job id links to its
-    job page (the JobLink renderer of assets/dashAgGridComponentFunctions.js)."""
+def column_defs(columns: tuple[str, ...] = explorer_queries.COLUMNS) -> list[dict[str, Any]]:
+    """AG Grid column definitions of columns with readable headers and the right filter per column type; a job id
+    links to its job page (the JobLink renderer of assets/dashAgGridComponentFunctions.js)."""
     defs = []
-    for col in explorer_queries.COLUMNS:
+    for col in columns:
         kind = "agNumberColumnFilter" if col in explorer_queries.NUMBER_COLUMNS else "agTextColumnFilter"
         if col in explorer_queries.DATE_COLUMNS:
             kind = "agDateColumnFilter"
         filter_params = {"maxNumConditions": 1, "buttons": ["reset"]}
-        width = 170 if col in explorer_queries.DATE_COLUMNS else 135 if col in ("state", "job_name") else 110
+        width = (
+            170 if col in explorer_queries.DATE_COLUMNS else 135 if col in ("state", "job_name", "gpu_type") else 110
+        )
         human = tables.column(col, HEADERS.get(col, col), HUMAN_KINDS[col]) if col in HUMAN_KINDS else {}
         defs.append(
             human
@@ -80,7 +85,8 @@ def page_rows(ds: Dataset, flt: JobFilter, request: dict[str, Any]) -> tuple[lis
 
 
 def _json_rows(df: pl.DataFrame) -> list[dict[str, Any]]:
-    dated = df.with_columns(pl.col(c).dt.strftime("%Y-%m-%d %H:%M:%S") for c in explorer_queries.DATE_COLUMNS)
+    dates = [c for c in explorer_queries.DATE_COLUMNS if c in df.columns]
+    dated = df.with_columns(pl.col(c).dt.strftime("%Y-%m-%d %H:%M:%S") for c in dates)
     return tables.human_rows(dated, HUMAN_KINDS)
 
 
@@ -92,12 +98,25 @@ def section(state: dict[str, Any]) -> html.Div:
     )
 
 
+def absent_note(ds: Dataset) -> html.Span | None:
+    """What the dataset's jobs lack (the columns the explorer leaves out), with why, or None."""
+    status = capabilities.column_status(ds.meta)
+    absent = [c for c in explorer_queries.COLUMNS if status[c]["status"] == capabilities.ABSENT]
+    if not absent:
+        return None
+    words = ", ".join(capabilities.COLUMN_WORDS.get(c, c) for c in absent)
+    why = "; ".join(status[c]["note"] for c in absent)
+    return html.Span(f"not in this trace: {words}", id=ABSENT, title=why, className="text-muted small me-2")
+
+
 def body(state: dict[str, Any]) -> list:
-    """The job explorer's title, row count, CSV link and grid for a filter state."""
+    """The job explorer's title, what its dataset lacks, row count, CSV link and grid for a filter state."""
+    ds = access.open_dataset(state["dataset"])
     return [
         html.Div(
             [
                 html.H5("Job explorer", className="mb-0 me-auto"),
+                absent_note(ds),
                 html.Span(id=STATUS, className="text-muted small me-2"),
                 dbc.Button(
                     "Export CSV",
@@ -114,7 +133,7 @@ def body(state: dict[str, Any]) -> list:
         ),
         dag.AgGrid(
             id=GRID,
-            columnDefs=column_defs(),
+            columnDefs=column_defs(explorer_queries.shown_columns(ds)),
             defaultColDef={"sortable": True, "resizable": True, "minWidth": 90, "flex": 1},
             rowModelType="infinite",
             dashGridOptions={

@@ -158,10 +158,12 @@ def render_figure(spec: dict[str, Any] | None):
 
 
 def download_csv(n_clicks: int | None, spec: dict[str, Any]):
-    """Send the data behind a figure card as CSV."""
+    """Send the data behind a figure card as CSV (nothing for a chart its dataset cannot draw: the card says why)."""
     if not n_clicks:
         return no_update
     try:
+        if charts.not_in_trace(spec):
+            return no_update
         _, df = charts.render(spec)
     except access.USER_ERRORS:
         return no_update

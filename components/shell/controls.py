@@ -229,6 +229,7 @@ def figure_card(
     for its figure when it scrolls into view, an eager one (the first screen) at once or laid out with it when it
     is cached."""
     spec = {"name": name, "state": state, **(extra or {})}
+    missing = _not_in_trace(spec)
     figure = None if lazy else charts.cached_figure(spec)
     if figure is not None:
         spec[charts.DRAWN] = True
@@ -255,7 +256,8 @@ def figure_card(
                                 size="sm",
                                 color="secondary",
                                 outline=True,
-                                title="Download this figure's data as CSV",
+                                disabled=bool(missing),
+                                title=missing or "Download this figure's data as CSV",
                             ),
                             dcc.Download(id={"type": CSV_DOWNLOAD, "name": name}),
                         ],
@@ -268,6 +270,15 @@ def figure_card(
         className="h-100 shadow-sm",
     )
     return html.Div(card, className="h-100", **(lazy_marks(shown_id) if lazy else {}))
+
+
+def _not_in_trace(spec: dict[str, Any]) -> str | None:
+    """Why a card's chart has nothing to draw or download on its dataset (None when it has, or the dataset is
+    unknown: the figure says so)."""
+    try:
+        return charts.not_in_trace(spec)
+    except access.USER_ERRORS:
+        return None
 
 
 def lazy_marks(shown_id: dict[str, str]) -> dict[str, str]:

@@ -33,6 +33,7 @@ import polars as pl
 import pytest
 
 from analytics import store
+from analytics.ingest.bundled import BUNDLED, build
 
 SMALL_NAME = "small"
 
@@ -92,3 +93,12 @@ def small_vc_gpus() -> pl.DataFrame:
 def small_ds(data_root):
     """The small hand-checked trace written as dataset "small" in a fresh data folder."""
     return store.write_dataset(SMALL_NAME, small_jobs(), small_vc_gpus(), {"clusters": ["Alpha", "Beta"]})
+
+
+@pytest.fixture(scope="session")
+def bundled_root(tmp_path_factory):
+    """A data folder holding the bundled public datasets (philly, alibaba), built from data/public."""
+    root = tmp_path_factory.mktemp("bundled")
+    for name in BUNDLED:
+        build(name, root)
+    return root

@@ -13,17 +13,9 @@ import cli
 from analytics import capabilities, queries, schema, store
 from analytics.filters import NO_FILTER
 from analytics.ingest import IngestError, ingest
-from analytics.ingest.bundled import BUNDLED, PUBLIC_DIR, build
+from analytics.ingest.bundled import BUNDLED, PUBLIC_DIR
 
 VARIANTS = Path(__file__).resolve().parents[1] / "fixtures" / "alibaba_variants"
-
-
-@pytest.fixture(scope="module")
-def bundled_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bundled")
-    for name in BUNDLED:
-        build(name, root)
-    return root
 
 
 def test_every_bundled_file_is_in_the_repository_and_credited():
@@ -53,7 +45,7 @@ def test_public_is_not_a_dataset_name(data_root):
 def test_philly_capabilities_say_what_is_absent(bundled_root):
     caps = store.open_dataset("philly", bundled_root).meta["capabilities"]
     assert {c for c, v in caps["columns"].items() if v["status"] == capabilities.ABSENT} == {
-        "user", "job_name", "cpu_num", "node_num", "state", "start_time", "end_time", "queue",
+        "user", "job_name", "gpu_type", "cpu_num", "node_num", "state", "start_time", "end_time", "queue",
     }  # fmt: skip
     assert caps["features"]["durations"] is None and caps["features"]["whatif"] is None
     for feature in ("utilisation", "queueing", "final_states", "users", "ces"):

@@ -118,9 +118,10 @@ def test_unparsable_capacity_value(data_root, tmp_path, existing):
     assert_intact(data_root, existing)
 
 
-def test_all_rows_dropped_is_fatal(data_root, tmp_path, existing):
+def test_all_rows_dropped_is_fatal_and_says_why(data_root, tmp_path, existing):
     log = f"{HEADER}\n{GOOD.replace(',1,4,1,', ',-1,4,1,', 1)}\n"
-    expect_fatal(make_cluster(tmp_path / "src", log), r"no valid rows left after validation \(1 rows read\)")
+    why = r"negative_gpu_num 1 \(gpu_num < 0\) \(e\.g\. \S+cluster_log\.csv row 2: gpu_num=-1\)$"
+    expect_fatal(make_cluster(tmp_path / "src", log), r"no valid rows left after validation \(1 rows read\): " + why)
     assert_intact(data_root, existing)
 
 

@@ -50,6 +50,8 @@ EARTH_ROWS = [
 ]
 EXPECTED_COUNTS = {
     "blank_row": 1,
+    "wrong_field_count": 0,  # kinds the Slurm reader finds; none in a Helios log
+    "unparsable_required": 0,
     "missing_required": 1,
     "negative_gpu_num": 1,
     "duplicate_job_id": 1,
@@ -107,6 +109,8 @@ def test_folder_ingest_counts_every_row_level_kind(helios_dir, data_root):
     actions = {k: v["action"] for k, v in quality["issues"].items()}
     assert [k for k, a in actions.items() if a == "dropped"] == [
         "blank_row",
+        "wrong_field_count",
+        "unparsable_required",
         "missing_required",
         "negative_gpu_num",
         "duplicate_job_id",
@@ -160,7 +164,7 @@ def test_meta_describes_source_period_counts_and_attribution(helios_dir, data_ro
     assert meta["period"] == {"start": "2020-04-01 00:00:00", "end": "2020-04-03 00:00:00"}
     assert meta["row_counts"] == {"jobs": 11, "jobs_per_cluster": {"Earth": 2, "Venus": 9}, "vc_gpus": 9}
     assert "HeliosData" in meta["attribution"] and "CC BY 4.0" in meta["attribution"]
-    assert meta["quality"]["absent_columns"] == ["job_name"]
+    assert meta["quality"]["absent_columns"] == ["job_name", "gpu_type"]
     on_disk = json.loads((data_root / "hand" / "meta.json").read_text())
     assert on_disk["quality"]["rows_out"] == 11
 

@@ -100,15 +100,30 @@ def test_a_job_whose_submit_month_changes_moves_without_a_duplicate(data_root, t
     assert sorted(p.name for p in moved.dataset.jobs_path.iterdir()) == ["2025-02.parquet"]
 
 
+def _bad_submit_line() -> str:
+    """A job line of BATCH1 (job 99) whose Submit is no time."""
+    good_line = BATCH1.read_text().splitlines()[1].split("|")
+    return "|".join(["99", "99", *good_line[2:8], "2026-13-02T03:50:58", *good_line[9:]])
+
+
 def test_a_failed_refresh_leaves_the_dataset_as_it_was(data_root, tmp_path):
     before = ingest(BATCH1, "slurm", "keep")
     bad = tmp_path / "bad.txt"
-    good_line = BATCH1.read_text().splitlines()[1].split("|")
-    bad_line = "|".join([*good_line[:8], "2026-13-02T03:50:58", *good_line[9:]])
-    bad.write_text(BATCH1.read_text() + bad_line + "\n")
-    with pytest.raises(IngestError, match="column 'Submit'"):
+    bad.write_text(BATCH1.read_text().splitlines()[0] + "\n" + _bad_submit_line() + "\n")
+    with pytest.raises(IngestError, match=r"no valid rows left .*unparsable_required 1 .*row 2: Submit=2026-13-02"):
         append(bad, "slurm", "keep")
     assert store.open_dataset("keep").version == before.version
+
+
+def test_a_refresh_rejects_a_line_that_is_no_job_keeps_the_others_and_says_why(data_root, tmp_path, capsys):
+    ingest(BATCH1, "slurm", "keep")
+    bad = tmp_path / "bad.txt"
+    bad.write_text(BATCH1.read_text() + _bad_submit_line() + "\n")
+    assert cli.main(["ingest", str(bad), "--format", "slurm", "--name", "keep", "--append", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    row = len(BATCH1.read_text().splitlines()) + 1
+    assert "dataset keep: 0 added, 0 updated, 29 unchanged" in out  # nothing changed, yet the rejection is shown
+    assert f"unparsable_required: 1 dropped (e.g. {bad} row {row}: Submit=2026-13-02T03:50:58 (expected" in out
 
 
 def test_the_cli_appends_and_prints_what_changed(data_root, capsys):

@@ -12,12 +12,12 @@ from analytics import schema
 from analytics.capabilities import capacity_disabled
 from analytics.ingest import IngestError, IngestOptions, ingest
 from analytics.ingest.capacity import node_gpus, read_capacity
+from analytics.ingest.gpus import gpu_count
 from analytics.ingest.slurm import (
     ARRAY_BIT,
     HET_BIT,
     STATE_MAP,
     SlurmOptions,
-    gpus_of,
     pseudonym,
     read_export,
     sacct_command,
@@ -102,7 +102,7 @@ def test_fewer_columns_still_make_jobs_and_say_what_they_supply(tmp_path):
     [
         ("JobID|State|Submit\n1|COMPLETED|2026-01-01T00:00:00\n", r"missing required sacct column\(s\) Partition"),
         ("JobID|State|Partition|AllocTRES\n", r"missing required sacct column\(s\) Submit"),
-        ("JobID|State|Submit|Partition\n", r"AllocTRES or ReqTRES.*--format=JobID,JobIDRaw"),
+        ("JobID|State|Submit|Partition\n", r"a GPU column \(AllocTRES, AllocGRES, ReqTRES, ReqGRES or Gres\)"),
         ("", r"empty file"),
     ],
 )
@@ -114,18 +114,30 @@ def test_a_missing_column_is_named(tmp_path, text, match):
 
 
 @pytest.mark.parametrize(
-    ("bad_row", "match"),
+    ("bad_row", "kind", "detail"),
     [
-        (row("7", "7", name="a|b"), r"sacct.txt row 3: 16 fields, the header has 15 .*'\|' inside a value"),
-        (row("7", "7", submit="yesterday"), r"row 3, column 'Submit': cannot parse 'yesterday' as YYYY-MM-DD"),
-        (row("7x", "7"), r"row 3, column 'JobID': cannot parse '7x' as a Slurm job id"),
-        (row("7", "seven"), r"row 3, column 'JobIDRaw': cannot parse 'seven' as an integer"),
+        (row("7", "7", name="a|b"), "wrong_field_count", "16 fields, the header has 15: 7|7|a|b|alice|"),
+        (row("7", "7", submit="yesterday"), "unparsable_required", "Submit=yesterday (expected YYYY-MM-DD"),
+        (row("7x", "7"), "unparsable_required", "JobID=7x (expected a Slurm job id"),
+        (row("7", "seven"), "unparsable_required", "JobIDRaw=seven (expected an integer)"),
+        ("", "blank_row", "empty row"),
     ],
 )
-def test_a_bad_row_is_fatal_and_named_by_file_row_and_column(tmp_path, bad_row, match):
-    path = export(tmp_path, row("1", "1"), bad_row)
-    with pytest.raises(IngestError, match=match):
-        read_export(path, SlurmOptions())
+def test_a_line_that_is_no_job_is_rejected_with_its_file_row_and_reason(tmp_path, bad_row, kind, detail):
+    path = export(tmp_path, row("1", "1"), bad_row, row("8", "8"))
+    dataset = ingest(path, "slurm", "x", root=tmp_path / "data")
+    assert dataset.jobs().collect()["job_id"].to_list() == [1, 8]
+    issue = dataset.meta["quality"]["issues"][kind]
+    assert issue["count"] == 1 and issue["action"] == "dropped"
+    example = issue["examples"][0]
+    assert (example["file"], example["row"]) == (str(path), 3) and example["detail"].startswith(detail)
+
+
+def test_every_rejected_line_is_counted_and_the_first_are_shown(tmp_path):
+    bad = [row(str(n), str(n), name="a|b") for n in range(10, 17)]
+    dataset = ingest(export(tmp_path, row("1", "1"), *bad), "slurm", "x", root=tmp_path / "data")
+    issue = dataset.meta["quality"]["issues"]["wrong_field_count"]
+    assert issue["count"] == 7 and [e["row"] for e in issue["examples"]] == [3, 4, 5, 6, 7]
 
 
 def test_a_bad_optional_time_is_nulled_and_flagged(tmp_path):
@@ -158,13 +170,13 @@ def test_an_unknown_state_is_kept_for_validation_to_flag(tmp_path):
         ("billing=4,cpu=4,gres/gpu=8,mem=4000M,node=1", 8),
         ("cpu=2,gres/gpu:a100=2,gres/gpu=2,node=1", 2),  # typed beside the total: the total
         ("cpu=2,gres/gpu:a100=2,gres/gpu:v100=1,node=1", 3),  # typed only: their sum
-        ("cpu=2,gres/gpumem=40G,mem=1G", 0),  # another gres, no GPU
+        ("cpu=2,gres/gpumem=40G,mem=1G", None),  # another gres, no GPU named
         ("gres/gpu=16", 16),
         (None, None),
     ],
 )
 def test_gpus_come_from_the_tres_text(tres, gpus):
-    assert pl.DataFrame({"t": [tres]}, schema={"t": pl.String}).select(gpus_of("t")).item() == gpus
+    assert pl.DataFrame({"t": [tres]}, schema={"t": pl.String}).select(gpu_count("t")).item() == gpus
 
 
 def test_gpus_fall_back_to_the_request_when_there_is_no_allocation(tmp_path):

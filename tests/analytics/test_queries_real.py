@@ -115,7 +115,7 @@ def test_philly_summary_and_unknown_states(philly):
         82_247,
         352 * 8,
     )
-    assert summary["complete_rate"] is None and summary["fail_gpu_time"] == 0.0  # state unknown: in no group
+    assert summary["complete_rate"] is None and summary["fail_gpu_time"] is None  # not in this trace, never 0
     assert queries.final_state_by_gpu_num(philly).is_empty()
     assert queries.monthly_jobs(philly)["month"].to_list() == [date(2017, m, 1) for m in (9, 10, 11, 12)]
     cdf = queries.duration_cdf(philly)["pct"]

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 
 import polars as pl
 
-from analytics import db, schema, store
+from analytics import capabilities, db, schema, store
+from analytics.ingest import IngestOptions, append, ingest
 from analytics.queries import colstore
+from tests.analytics.test_ingest_slurm import BATCH1, SYNC
 from tests.components.conftest import make_jobs, make_vc_gpus
 
 
@@ -98,3 +101,43 @@ def test_an_empty_month_file_is_never_written(data_root):
     moved = one.with_columns(pl.lit(t0 + dt.timedelta(hours=2)).alias("submit_time"), pl.lit(5).alias("duration"))
     result = store.upsert_jobs("e", moved, _plan(schema.empty_vc_gpus()))
     assert sorted(p.name for p in result.dataset.jobs_path.iterdir()) == ["2020-02.parquet"]
+
+
+def _without_gpu_type(ds: store.Dataset) -> store.Dataset:
+    """ds as a dataset ingested before the gpu_type column existed: its files and meta.json without it."""
+    for path in ds.jobs_path.glob("*.parquet"):
+        pl.read_parquet(path).drop("gpu_type").write_parquet(path)
+    meta_path = ds.path / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta.get("quality", {}).get("null_counts", {}).pop("gpu_type", None)
+    meta.get("capabilities", {}).get("columns", {}).pop("gpu_type", None)
+    meta_path.write_text(json.dumps(meta))
+    return store.open_dataset(ds.name)
+
+
+def test_a_dataset_written_before_a_column_existed_reads_it_as_absent_and_gets_it_on_refresh(data_root):
+    old = _without_gpu_type(ingest(BATCH1, "slurm", "old", IngestOptions(cluster="heliostest")))
+    assert old.stored_job_columns() == [c for c in schema.JOB_COLUMNS if c != "gpu_type"]
+    assert old.jobs().collect()["gpu_type"].null_count() == 29
+    assert db.run("SELECT count(gpu_type) AS n, count(*) AS jobs FROM jobs", ds=old).row(0) == (0, 29)
+    status = capabilities.column_status(old.meta)["gpu_type"]
+    assert status == {
+        "status": "absent",
+        "note": "this Slurm export has no GPU types (ingested before helios kept them)",
+    }
+    refreshed = append(SYNC, "slurm", "old").dataset
+    assert refreshed.stored_job_columns() == list(schema.JOB_COLUMNS)
+
+
+def test_a_refresh_of_one_month_writes_the_missing_column_into_every_month(data_root):
+    jobs = make_jobs(400)
+    may = pl.col("job_id") % 2 == 0
+    jobs = jobs.with_columns(
+        pl.when(may).then(pl.col(c) + dt.timedelta(days=30)).otherwise(pl.col(c)).alias(c)
+        for c in ("submit_time", "start_time", "end_time")
+    )
+    _without_gpu_type(store.write_dataset("old", jobs, make_vc_gpus(), {}, monthly=True))
+    april_job = jobs.filter(~may).head(1).with_columns(pl.col("duration") + 1)
+    result = store.upsert_jobs("old", april_job, _plan(make_vc_gpus()))
+    assert result.updated == 1 and result.months_rewritten == ("2020-04", "2020-05")
+    assert all("gpu_type" in pl.read_parquet_schema(p) for p in result.dataset.jobs_path.glob("*.parquet"))

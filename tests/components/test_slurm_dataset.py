@@ -14,18 +14,21 @@ from datetime import datetime
 
 import polars as pl
 import pytest
+from dash import no_update
 from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
 from analytics.ingest import IngestOptions, append, ingest
+from components.explorer import grid as explorer_grid
 from components.server.settings import Settings
-from components.shell import callbacks
+from components.shell import callbacks, controls
 from components.whatif import callbacks as whatif
 from components.whatif.run import results_cache
 from components.whatif.state import default_form
 from sim.scenario import RECORDED
 from tests.analytics.test_ingest_slurm import BATCH1, FIXTURES, SYNC
-from tests.components.conftest import DashClient, write_small
+from tests.components.conftest import DashClient, find, write_small
+from tests.components.test_components_callbacks import as_json
 from tests.slurm.synthetic import exports, write_capacity
 
 PAGES = ("/", "/cluster", "/jobs", "/users", "/compare", "/data")
@@ -193,6 +196,31 @@ def test_without_capacity_the_views_that_need_it_say_so(ui, settings):
     _, error, request, *_ = copy_context().run(lambda: _start(settings, form))
     assert not isinstance(request, dict)  # refused before anything runs: no run request
     assert "what-if replay does not apply to dataset slurm-nocap: it has no GPU capacity table" in str(error)
+
+
+def test_a_figure_the_dataset_cannot_draw_offers_no_csv_and_says_why(ui):
+    layout = ui.page("/cluster", "?ds=slurm-nocap")
+    button = find(layout, {"type": controls.CSV_BUTTON, "name": "vc_util"})
+    assert button["disabled"] is True and button["title"].startswith("Not in this trace: it has no GPU capacity")
+    spec = next(s for s in ui.specs(layout) if s["name"] == "vc_util")
+    with ui.client.application.test_request_context():
+        assert callbacks.download_csv(1, spec) is no_update  # no file of zeros
+    drawn = find(ui.page("/cluster", "?ds=slurm-real"), {"type": controls.CSV_BUTTON, "name": "vc_util"})
+    assert drawn["disabled"] is False and drawn["title"] == "Download this figure's data as CSV"
+
+
+def test_the_job_explorer_shows_only_the_columns_a_trace_has(ui, slurm_root):
+    with ui.client.application.test_request_context():
+        real = as_json(explorer_grid.body(callbacks.empty_state("slurm-real")))
+        helios = as_json(explorer_grid.body(callbacks.empty_state("helios-synth")))
+    real_cols = [c["field"] for c in find(real, explorer_grid.GRID)["columnDefs"]]
+    assert "job_name" in real_cols and "gpu_type" not in real_cols  # the test cluster's GPUs have no type
+    assert "GPU types" in find(real, explorer_grid.ABSENT)["children"]
+    helios_cols = [c["field"] for c in find(helios, explorer_grid.GRID)["columnDefs"]]
+    assert "job_name" not in helios_cols and "gpu_type" not in helios_cols
+    assert find(helios, explorer_grid.ABSENT)["children"] == "not in this trace: job names, GPU types"
+    resp = ui.client.get("/download/jobs.csv", query_string={"ds": "helios-synth"})
+    assert resp.get_data(as_text=True).splitlines()[0] == ",".join(c for c in helios_cols)
 
 
 def test_ces_runs_on_a_slurm_dataset_with_two_months_of_history(settings):
