@@ -69,6 +69,11 @@ COLUMN_WORDS: dict[str, str] = {
     "cpu_num": "CPU counts",
     "node_num": "node counts",
     "job_name": "job names",
+    "account": "accounts",
+    "partition": "partitions",
+    "qos": "QOS",
+    "timelimit_s": "time limits",
+    "priority": "recorded priorities",
 }
 
 

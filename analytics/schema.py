@@ -30,14 +30,22 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "end_time": TIMESTAMP,  # nullable
     "duration": pl.Int64(),  # seconds, end - start
     "queue": pl.Int64(),  # seconds, start - submit; nullable
+    # The scheduler's view of a job, where the trace records it (Slurm: Account, Partition, QOS, Timelimit,
+    # Priority); absent from the Helios, Philly and Alibaba traces.
+    "account": pl.String(),  # the job's account (Slurm's fair-share and limits key)
+    "partition": pl.String(),  # the partition it ran in (the first of a pending job's list)
+    "qos": pl.String(),  # its quality of service
+    "timelimit_s": pl.Int64(),  # its time limit in seconds; null = the partition's (Partition_Limit) or unlimited
+    "priority": pl.Int64(),  # the priority the scheduler recorded for it
 }
 JOB_COLUMNS: tuple[str, ...] = tuple(JOB_SCHEMA)
 JOB_REQUIRED_NON_NULL: tuple[str, ...] = ("cluster", "job_id", "vc", "gpu_num", "submit_time", "duration")
 # Columns null by meaning on some rows (a CPU job or an untyped GPU has no GPU type): such a null is no missing value.
-JOB_NULL_BY_MEANING: tuple[str, ...] = ("gpu_type",)
+JOB_NULL_BY_MEANING: tuple[str, ...] = ("gpu_type", "timelimit_s")
+SCHEDULER_COLUMNS: tuple[str, ...] = ("account", "partition", "qos", "timelimit_s", "priority")
 # Job columns added after datasets were first written: a dataset ingested before lacks them (its files and its
 # meta.json's null counts).
-JOB_COLUMNS_ADDED: tuple[str, ...] = ("gpu_type",)
+JOB_COLUMNS_ADDED: tuple[str, ...] = ("gpu_type", *SCHEDULER_COLUMNS)
 
 # VC capacity table: GPUs of each VC per day.
 WHOLE_CLUSTER_VC = "*"  # a capacity row for the whole cluster, not split by VC (when VCs share the nodes)

@@ -53,7 +53,8 @@ PHASE_STATES = {
     "Running": schema.RUNNING,
     "Pending": schema.PENDING,
 }
-SOURCE_COLUMNS = tuple(c for c in schema.JOB_COLUMNS if c not in ("user", "node_num", "gpu_type"))  # all but these
+_NOT_IN_PODS = ("user", "node_num", "gpu_type", *schema.SCHEDULER_COLUMNS)
+SOURCE_COLUMNS = tuple(c for c in schema.JOB_COLUMNS if c not in _NOT_IN_PODS)
 OPTIONAL_SOURCE = {
     "job_name": "name",
     "cpu_num": "cpu_milli",

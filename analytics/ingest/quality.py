@@ -277,7 +277,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         if entry["count"]:
             where = _where(entry, SHOWN_EXAMPLES if entry["action"] == DROPPED else 1)
             lines.append(f"  {kind}: {entry['count']} {entry['action']}{where}")
-    nulls = {c: n for c, n in report["null_counts"].items() if n}
+    nulls = {c: n for c, n in report["null_counts"].items() if n and c not in report["absent_columns"]}
     if nulls:
         lines.append("nulls: " + ", ".join(f"{c} {n}" for c, n in nulls.items()))
     if report["absent_columns"]:

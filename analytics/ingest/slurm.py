@@ -42,6 +42,7 @@ from analytics.progress import Progress
 SACCT_FIELDS: tuple[str, ...] = (
     "JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "State", "ExitCode", "Submit", "Eligible",
     "Start", "End", "Elapsed", "ElapsedRaw", "Timelimit", "NNodes", "NCPUS", "ReqTRES", "AllocTRES", "NodeList", "QOS",
+    "Priority",
 )  # fmt: skip
 # Open XDMoD's field lists, in its order (its Slurm shredder reads `sacct --noheader --parsable2` exports of them).
 FIELD_LISTS: dict[str, tuple[str, ...]] = {
@@ -59,7 +60,15 @@ FIELD_LISTS: dict[str, tuple[str, ...]] = {
 # Where a job's GPUs are read, in this order: the first of these texts that names GPUs (analytics.ingest.gpus).
 GPU_COLUMNS = ("AllocTRES", "AllocGRES", "ReqTRES", "ReqGRES", "Gres")
 GRES_COLUMNS = ("AllocGRES", "ReqGRES", "Gres")  # GRES strings: empty means no GRES (so no GPU), not unknown
-KNOWN = (*SACCT_FIELDS, "Cluster", "AllocCPUS", "ReqCPUS", "AllocNodes", *GRES_COLUMNS)  # read; others ignored
+KNOWN = (
+    *SACCT_FIELDS,
+    "Cluster",
+    "AllocCPUS",
+    "ReqCPUS",
+    "AllocNodes",
+    "TimelimitRaw",
+    *GRES_COLUMNS,
+)  # read; others ignored
 # Any name of a field list: a first line holding one is a header line, not a job.
 FIELD_NAMES = frozenset(n.lower() for n in (*KNOWN, *(n for names in FIELD_LISTS.values() for n in names)))
 NO_VC = "(none)"  # the VC of a job without a partition (or account, with --vc-from account)
@@ -369,6 +378,7 @@ def parse_values(raw: pl.DataFrame, cols: Columns) -> pl.DataFrame:
         "ReqCPUS": "float",
         "NNodes": "int32",
         "AllocNodes": "int32",
+        "Priority": "int",
     }
     required = ("Submit", "JobIDRaw")
     return parse_columns(raw.with_columns(_null_times(cols)), kinds, cols.label, required, reject_required=True)
@@ -442,6 +452,22 @@ def _vc(cols: Columns, vc_from: str) -> pl.Expr:
     return pl.when(name.is_not_null() & (name != "")).then(name).otherwise(pl.lit(NO_VC))
 
 
+def _partition(cols: Columns) -> pl.Expr:
+    """The job's partition, the first of a pending job's list; null when it has none."""
+    name = _col(cols, "Partition").str.split(",").list.first()
+    return pl.when(name != "").then(name)
+
+
+def _timelimit_s(cols: Columns) -> pl.Expr:
+    """Seconds of Timelimit (`[D-]HH:MM:SS`), else of TimelimitRaw (minutes); null for `Partition_Limit` and
+    `UNLIMITED`."""
+    shown = elapsed_s("Timelimit") if cols.has("Timelimit") else pl.lit(None, pl.Int64)
+    raw_min = (
+        pl.col("TimelimitRaw").cast(pl.Int64, strict=False) if cols.has("TimelimitRaw") else pl.lit(None, pl.Int64)
+    )
+    return pl.coalesce(shown, raw_min * 60)
+
+
 def _job_name(cols: Columns, anonymise: bool) -> pl.Expr:
     name = pl.lit(None, pl.String) if anonymise or not cols.has("JobName") else pl.col("JobName")
     tag = pl.concat_str([pl.lit("["), pl.col("JobID"), pl.lit("]")])
@@ -470,6 +496,11 @@ def to_jobs(parsed: pl.DataFrame, cols: Columns, options: SlurmOptions) -> pl.Da
         _when_started(cols, "End").alias("end_time"),
         _duration(cols).alias("duration"),
         _queue(cols).alias("queue"),
+        _col(cols, "Account").alias("account"),
+        _partition(cols).alias("partition"),
+        _col(cols, "QOS").alias("qos"),
+        _timelimit_s(cols).alias("timelimit_s"),
+        _col(cols, "Priority", dtype=pl.Int64()).alias("priority"),
         note.alias(f"{ISSUE_PREFIX}never_started"),
         *[pl.col(c) for c in parsed.columns if c.startswith(ISSUE_PREFIX)],
     )
@@ -486,6 +517,11 @@ def supplied_columns(cols: Columns) -> tuple[str, ...]:
         "start_time": cols.has("Start"),
         "end_time": cols.has("End"),
         "queue": cols.has("Start"),
+        "account": cols.has("Account"),
+        "partition": cols.has("Partition"),
+        "qos": cols.has("QOS"),
+        "timelimit_s": cols.first("Timelimit", "TimelimitRaw") is not None,
+        "priority": cols.has("Priority"),
     }
     return tuple(c for c in schema.JOB_COLUMNS if optional.get(c, True))
 

@@ -15,7 +15,7 @@ from analytics.filters import JobFilter
 from analytics.store import Dataset
 
 COLUMNS: tuple[str, ...] = schema.JOB_COLUMNS  # job_name: null in Helios, Slurm's name (and array/het id) else
-NUMBER_COLUMNS = frozenset({"job_id", "gpu_num", "cpu_num", "node_num", "duration", "queue"})
+NUMBER_COLUMNS = frozenset({"job_id", "gpu_num", "cpu_num", "node_num", "duration", "queue", "timelimit_s", "priority"})
 DATE_COLUMNS = frozenset({"submit_time", "start_time", "end_time"})
 TEXT_OPS: dict[str, tuple[str, str]] = {
     "contains": ("ILIKE", "%{}%"),

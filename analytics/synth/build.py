@@ -729,7 +729,7 @@ def build_meta(
             "rows_out": jobs.height,
             "issues": {},
             "null_counts": jobs.null_count().row(0, named=True),
-            "absent_columns": ["job_name", "gpu_type"],
+            "absent_columns": ["job_name", "gpu_type", *schema.SCHEDULER_COLUMNS],
         },
     }
 

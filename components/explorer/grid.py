@@ -40,8 +40,10 @@ HEADERS: dict[str, str] = {
     "end_time": "ended",
     "duration": "duration",
     "queue": "queue",
+    "qos": "QOS",
+    "timelimit_s": "time limit",
 }
-HUMAN_KINDS: dict[str, str] = {"duration": "duration", "queue": "duration"}
+HUMAN_KINDS: dict[str, str] = {"duration": "duration", "queue": "duration", "timelimit_s": "duration"}
 
 
 def column_defs(columns: tuple[str, ...] = explorer_queries.COLUMNS) -> list[dict[str, Any]]:

@@ -1,9 +1,9 @@
 """The `slurm` policy on a what-if's workload: the jobs resolved against the captured configuration, replayed on
 the whole cluster at once, and the outcome split back into one result per VC as the other policies give it.
 
-Where the trace lacks a column the replay falls back: partition = VC, account = VC, no time limit (the
-partition's DefaultTime or MaxTime), no QOS, one CPU per GPU; a recorded TIMEOUT job with a recorded limit runs
-until the limit stops it (without one, for its recorded length).
+Where the trace lacks a column (`account`, `partition`, `qos`, `timelimit_s`) the replay falls back: partition = VC,
+account = VC, no time limit (the partition's DefaultTime or MaxTime), no QOS, one CPU per GPU; a recorded TIMEOUT job
+with a recorded limit runs until the limit stops it (without one, for its recorded length).
 """
 
 from __future__ import annotations

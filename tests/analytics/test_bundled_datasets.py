@@ -46,11 +46,24 @@ def test_philly_capabilities_say_what_is_absent(bundled_root):
     caps = store.open_dataset("philly", bundled_root).meta["capabilities"]
     assert {c for c, v in caps["columns"].items() if v["status"] == capabilities.ABSENT} == {
         "user", "job_name", "gpu_type", "cpu_num", "node_num", "state", "start_time", "end_time", "queue",
+        *schema.SCHEDULER_COLUMNS,
     }  # fmt: skip
     assert caps["features"]["durations"] is None and caps["features"]["whatif"] is None
     for feature in ("utilisation", "queueing", "final_states", "users", "ces"):
         assert "Philly job list has no" in caps["features"][feature]
     assert caps["pages"]["Cluster"] and caps["pages"]["Jobs"] is None
+
+
+@pytest.mark.parametrize("name", ["philly", "alibaba"])
+def test_the_public_traces_have_no_scheduler_columns(bundled_root, name):
+    ds = store.open_dataset(name, bundled_root)
+    columns = capabilities.capabilities(ds.meta)["columns"]
+    for col in schema.SCHEDULER_COLUMNS:
+        assert columns[col]["status"] == capabilities.ABSENT, col
+        assert columns[col]["note"].endswith(f"has no {capabilities.COLUMN_WORDS[col]}")
+    assert (
+        ds.jobs().select(schema.SCHEDULER_COLUMNS).collect().null_count().row(0) == (ds.meta["row_counts"]["jobs"],) * 5
+    )
 
 
 def test_philly_gpu_hours_come_from_durations(bundled_root):

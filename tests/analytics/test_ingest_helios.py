@@ -164,7 +164,7 @@ def test_meta_describes_source_period_counts_and_attribution(helios_dir, data_ro
     assert meta["period"] == {"start": "2020-04-01 00:00:00", "end": "2020-04-03 00:00:00"}
     assert meta["row_counts"] == {"jobs": 11, "jobs_per_cluster": {"Earth": 2, "Venus": 9}, "vc_gpus": 9}
     assert "HeliosData" in meta["attribution"] and "CC BY 4.0" in meta["attribution"]
-    assert meta["quality"]["absent_columns"] == ["job_name", "gpu_type"]
+    assert meta["quality"]["absent_columns"] == ["job_name", "gpu_type", *schema.SCHEDULER_COLUMNS]
     on_disk = json.loads((data_root / "hand" / "meta.json").read_text())
     assert on_disk["quality"]["rows_out"] == 11
 

@@ -56,6 +56,7 @@ def test_philly_rows_ids_and_quality(philly):
 def test_philly_missing_columns_stay_null_and_are_reported(philly):
     quality = philly.meta["quality"]
     absent = ["user", "job_name", "gpu_type", "cpu_num", "node_num", "state", "start_time", "end_time", "queue"]
+    absent += schema.SCHEDULER_COLUMNS
     assert quality["absent_columns"] == absent
     assert all(quality["null_counts"][c] == PHILLY_JOB_LINES - 1 for c in absent)
     jobs = philly.jobs().collect()

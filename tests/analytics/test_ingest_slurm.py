@@ -77,7 +77,25 @@ def test_the_real_export_has_one_row_per_job_and_no_steps():
 def test_format_all_reads_the_same_jobs_as_the_narrow_export():
     narrow = read(BATCH1, cluster="heliostest")
     wide = read(BATCH1_ALL)  # its Cluster column names the cluster
-    assert wide.equals(narrow)
+    assert wide.drop("priority").equals(narrow.drop("priority"))  # the narrow export has no Priority
+    assert narrow["priority"].is_null().all() and wide["priority"].is_not_null().all()
+
+
+def test_the_scheduler_columns_come_from_account_partition_qos_timelimit_and_priority():
+    jobs = read(BATCH1_ALL).sort("job_id")
+    first = jobs.row(0, named=True)  # Timelimit 00:01:00, TimelimitRaw 1 (minutes)
+    assert (first["account"], first["partition"], first["qos"], first["timelimit_s"]) == ("teama", "vcA", "normal", 60)
+    assert first["priority"] == 4294901759
+    by_id = {r["job_id"]: r["timelimit_s"] for r in jobs.iter_rows(named=True)}
+    assert by_id[4] is None and by_id[5] is None  # Partition_Limit: the partition's limit, left to the scheduler
+
+
+def test_a_time_limit_is_read_from_timelimitraw_minutes_when_timelimit_is_absent(tmp_path):
+    path = tmp_path / "raw.txt"
+    lines = ["JobID|Partition|State|Submit|ReqTRES|TimelimitRaw", "7|gpu|PENDING|2026-01-02T03:04:05|gres/gpu=1|90"]
+    path.write_text("\n".join([*lines, "8|gpu|PENDING|2026-01-02T03:04:05|gres/gpu=1|UNLIMITED"]) + "\n")
+    jobs = ingest(path, "slurm", "raw", root=tmp_path / "data").jobs().collect().sort("job_id")
+    assert jobs["timelimit_s"].to_list() == [5400, None]
 
 
 def test_the_cluster_is_the_given_name_else_the_cluster_column_else_slurm():

@@ -218,7 +218,9 @@ def test_the_job_explorer_shows_only_the_columns_a_trace_has(ui, slurm_root):
     assert "GPU types" in find(real, explorer_grid.ABSENT)["children"]
     helios_cols = [c["field"] for c in find(helios, explorer_grid.GRID)["columnDefs"]]
     assert "job_name" not in helios_cols and "gpu_type" not in helios_cols
-    assert find(helios, explorer_grid.ABSENT)["children"] == "not in this trace: job names, GPU types"
+    scheduler = "accounts, partitions, QOS, time limits, recorded priorities"
+    assert find(helios, explorer_grid.ABSENT)["children"] == f"not in this trace: job names, GPU types, {scheduler}"
+    assert {"account", "partition", "qos", "timelimit_s"} <= set(real_cols)  # the real export's scheduler columns
     resp = ui.client.get("/download/jobs.csv", query_string={"ds": "helios-synth"})
     assert resp.get_data(as_text=True).splitlines()[0] == ",".join(c for c in helios_cols)
 

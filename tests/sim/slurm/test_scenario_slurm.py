@@ -50,3 +50,17 @@ def test_recorded_timeout_without_a_limit_keeps_its_recorded_length(trace):
     result = run_scenario(ScenarioConfig(**WINDOW, policies=("slurm",)), jobs, vc_gpus, scheduler=_config())
     rec = result.records.filter((pl.col("scheme") == "slurm") & pl.col("placed"))
     assert (rec["end_s"] - rec["start_s"] == rec["duration_s"]).all()
+
+
+def test_recorded_accounts_and_time_limits_are_the_replays(trace):
+    jobs, vc_gpus = trace
+    account = pl.when(pl.col("job_id") % 2 == 0).then(pl.lit("even")).otherwise(pl.lit("odd"))
+    limited = jobs.with_columns(account=account, timelimit_s=pl.lit(60, pl.Int64), state=pl.lit("TIMEOUT"))
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("slurm",)), limited, vc_gpus, scheduler=_config())
+    per_account = result.per_account.filter(pl.col("scheme") == "slurm")
+    assert set(per_account["account"]) == {"even", "odd"}
+    rec = result.records.filter((pl.col("scheme") == "slurm") & pl.col("placed"))
+    assert set(rec["account"]) == {"even", "odd"}
+    long = rec.filter(pl.col("duration_s") > 60)
+    ran_s = long["end_s"] - long["start_s"]
+    assert long.height > 0 and ran_s.is_between(60, 60 + 30).all()  # killed at the first 30 s check past its limit
