@@ -29,10 +29,12 @@ def public_data_dir():
 # --- Two workers (`make test` runs pytest-xdist with `-n 2 --dist loadfile`) ------------------------------------
 # Each test file runs whole on one worker, so module and session fixtures keep their meaning. The files below are
 # handed out first, longest first, so that no long file is left to run alone at the end: the real-Slurm scenario
-# (~100 s, mostly sleeping until Slurm times a job out) leads; the rest are the browser and server files. Files not
-# listed follow in xdist's own order (most tests first).
+# (~100 s, mostly sleeping until Slurm times a job out) leads, the short contention run (~60 s, its own cluster beside
+# the scenario's) follows; the rest are the browser and server files. Files not listed follow in xdist's own order
+# (most tests first).
 LONGEST_FILES_FIRST: tuple[str, ...] = (
     "tests/slurm/test_real_slurm.py",
+    "tests/slurm/test_contention.py",
     "tests/components/test_components_browser.py",
     "tests/components/test_run_polling_browser.py",
     "tests/components/test_whatif_browser.py",

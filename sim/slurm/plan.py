@@ -1,6 +1,12 @@
 """sched/backfill's plan: the node-space map of reservations that pending jobs hold on whole nodes over their time
 limits, and each job's earliest start on given nodes as cons_tres's will-run test finds it (running jobs end at
 their start plus time limit).
+
+The will-run test of Slurm 22.05 (select/cons_common `_will_run_test`) does not free the running jobs one end at a
+time: it frees them in groups, the first group being every job that ends by the first end rounded up to the next
+30-second boundary of the clock plus 30 s, and each later group reaching a window twice as wide (doubled until it
+holds at least the next end). The job's expected start is the end of the last job freed in the group that makes
+room for it, so it can be later than the first moment it would fit, and lower jobs can be backfilled before it.
 """
 
 from __future__ import annotations
@@ -70,15 +76,20 @@ class NodeSpace:
                 return
 
 
+WILL_RUN_WINDOW_S = 30  # the will-run test's first window and the clock barrier it is aligned on
+
+
 def earliest_start(
     pool: NodePool,
     job: tuple[int, int, int, int],
     allowed: np.ndarray,
     ends: list[tuple[int, Placement]],
     now_s: int,
+    epoch_s: int = 0,
 ) -> tuple[int, Placement] | None:
-    """When and where job (partition, gpus, cpus, nodes) can first start on the allowed nodes, as resources free up
-    at the expected ends (sorted (second, placement) of the running jobs), or None if never."""
+    """When and where job (partition, gpus, cpus, nodes) can first start on the allowed nodes as the will-run test
+    finds it, freeing the running jobs (sorted (expected end, placement)) in its windowed groups, or None if never;
+    epoch_s is the clock's second at replay second 0 (the windows are aligned on the clock)."""
     part, gpus, cpus, n_nodes = job
     placement = pool.place(part, gpus, cpus, n_nodes, allowed)
     if placement is not None:
@@ -87,15 +98,24 @@ def earliest_start(
     nodes = nodes[allowed[nodes]]
     if len(nodes) < n_nodes:
         return None
+    usable = set(int(n) for n in nodes)
+    relevant = [(end_s, held) for end_s, held in ends if any(node in usable for node, _, _ in held)]
     free_g, free_c = pool.free_gpus.copy(), pool.free_cpus.copy()
-    for k, (end_s, held) in enumerate(ends):
-        for node, g, c in held:
-            free_g[node] += g
-            free_c[node] += c
-        if k + 1 < len(ends) and ends[k + 1][0] == end_s:
-            continue
-        if not any(allowed[node] for node, _, _ in held):
-            continue
+    window_s, barrier_s, k = WILL_RUN_WINDOW_S, None, 0
+    while k < len(relevant):
+        while True:  # one group: free every job that ends within the barrier plus the window
+            end_s, held = relevant[k]
+            if barrier_s is None:
+                barrier_s = end_s + WILL_RUN_WINDOW_S - (end_s + epoch_s) % WILL_RUN_WINDOW_S
+            for node, g, c in held:
+                free_g[node] += g
+                free_c[node] += c
+            k += 1
+            if k == len(relevant) or relevant[k][0] > barrier_s + window_s:
+                break
+        window_s *= 2
+        while k < len(relevant) and relevant[k][0] > barrier_s + window_s:
+            window_s *= 2
         placement = pool.choose(nodes, free_g, free_c, gpus, cpus, n_nodes)
         if placement is not None:
             return max(end_s, now_s + 1), placement

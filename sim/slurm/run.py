@@ -55,9 +55,14 @@ class Replay:
     """The state of one replay: pool, queue, running jobs, usage, limits and the passes' clocks."""
 
     def __init__(
-        self, config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, groups: tuple[np.ndarray, int] | None = None
+        self,
+        config: SlurmConfig,
+        jobs: SlurmJobs,
+        boot_s: int = 0,
+        groups: tuple[np.ndarray, int] | None = None,
+        epoch_s: int = 0,
     ):
-        self.config, self.jobs, self.boot_s = config, jobs, boot_s
+        self.config, self.jobs, self.boot_s, self.epoch_s = config, jobs, boot_s, epoch_s
         self.group, n_groups = (jobs.partition, len(config.partitions)) if groups is None else groups
         self.pool = NodePool(config)
         n = len(jobs)
@@ -218,8 +223,9 @@ class Replay:
         reservations of the jobs before it, else reserves whole nodes from its earliest start over its limit."""
         s = self.config.sched
         space = NodeSpace(now_s, s.bf_window_s, len(self.config.nodes), s.bf_resolution_s)
-        ends = sorted((self.start_s[j] + int(self.jobs.limit_s[j]), self.held[j]) for j in self.running)
-        ends = [(max(int(t), now_s + 1), held) for t, held in ends]
+        # expected ends as slurmctld keeps them (start + limit), past ones too: the will-run test's windows are
+        # placed from them, and only the start it reports is moved to now + 1
+        ends = sorted((int(self.start_s[j] + self.jobs.limit_s[j]), self.held[j]) for j in self.running)
         for job in self.queue_order()[: s.bf_max_job_test]:
             if self.limits.blocked(job) is not None:
                 continue
@@ -234,7 +240,7 @@ class Replay:
         start_res = now_s
         for _ in range(len(space.slots) + 2):
             avail, later = space.avail_over(start_res, max(start_res, now_s) + limit_s)
-            found = earliest_start(self.pool, shape, avail, ends, now_s)
+            found = earliest_start(self.pool, shape, avail, ends, now_s, self.epoch_s)
             if found is None:
                 if later is None:
                     return None
@@ -285,10 +291,15 @@ def _stack(rows: list[np.ndarray], width: int) -> np.ndarray:
 
 
 def replay(
-    config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, groups: tuple[np.ndarray, int] | None = None
+    config: SlurmConfig,
+    jobs: SlurmJobs,
+    boot_s: int = 0,
+    groups: tuple[np.ndarray, int] | None = None,
+    epoch_s: int = 0,
 ) -> SlurmOutcome:
     """Replay jobs on the cluster of config with its scheduler (boot_s: slurmctld's start in replay seconds; groups:
-    each job's timeline group and the number of groups, partitions by default)."""
-    state = Replay(config, jobs, boot_s, groups)
+    each job's timeline group and the number of groups, partitions by default; epoch_s: the clock's second at
+    replay second 0, on which the will-run test aligns its windows)."""
+    state = Replay(config, jobs, boot_s, groups, epoch_s)
     drive(jobs.submit_s, state.on_time)
     return state.outcome()

@@ -1,6 +1,9 @@
 """Fair-share usage as priority/multifactor's decay thread keeps it: every PriorityCalcPeriod all usage decays by
 decay^Δt and each running job adds run_delta × decay^run_delta × billing × its QOS UsageFactor for the seconds it
-ran since the last pass; a job that ends adds its seconds since the last pass at once. The fair-share factors
+ran since the last pass. A job that ends adds its seconds since the last pass at once only where limits are
+enforced (AccountingStorageEnforce with limits, safe or all): Slurm 22.05 calls priority_g_job_end from
+acct_policy's limit bookkeeping only, and the decay thread skips finished jobs, so without enforced limits those
+seconds (all of a job shorter than the period between two passes) are never charged. The fair-share factors
 (Fair Tree or classic) are recomputed at each pass only.
 """
 
@@ -25,6 +28,7 @@ class UsageLedger:
             np.where(jobs.qos == NO_QOS, len(config.qos), jobs.qos)
         ]
         self.user_assoc = jobs.user_assoc
+        self.charge_at_end = config.limits_enforced
         self.usage = np.zeros(len(self.tree.users))
         self.last_pass_s = last_pass_s  # None: the first pass only starts the clock (no saved state)
         self.factors = self._factors()
@@ -35,8 +39,8 @@ class UsageLedger:
             self.usage[self.user_assoc[job]] += run_delta * self.decay**run_delta * self.rate[job]
 
     def job_end(self, job: int, start_s: int, end_s: int) -> None:
-        """Add an ending job's usage since the last pass."""
-        if self.last_pass_s is not None:
+        """Add an ending job's usage since the last pass (where limits are enforced)."""
+        if self.charge_at_end and self.last_pass_s is not None:
             self._accrue(job, start_s, self.last_pass_s, end_s)
 
     def calc_pass(self, now_s: int, running: dict[int, int]) -> None:

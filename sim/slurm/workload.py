@@ -62,7 +62,8 @@ def simulate_slurm(config: SlurmConfig, sim: SimConfig, w: Workload) -> SimResul
     """Replay w with the cluster's scheduler and return one VCResult per VC (timelines per VC's partition)."""
     t = time.perf_counter()
     jobs, _ = slurm_jobs(config, w)
-    out = replay(config, jobs, boot_offset_s(config, w.t0_us), (w.vc_index, len(w.vc_names)))
+    groups = (w.vc_index, len(w.vc_names))
+    out = replay(config, jobs, boot_offset_s(config, w.t0_us), groups, w.t0_us // _US_PER_S)
     vcs = {name: _vc_result(w, v, out) for v, name in enumerate(w.vc_names)}
     return SimResult(w, sim, vcs, int((~out.runnable).sum()), time.perf_counter() - t)
 

@@ -1,8 +1,10 @@
 """A throw-away single-node Slurm cluster with accounting, for the real-Slurm test and for a demo.
 
 It runs Debian's Slurm 22.05 (`slurm-wlm`, `slurmdbd`), MariaDB and munge without systemd: every daemon in its
-foreground mode in the background, all state in one private folder, stopped by PID on exit. The node declares
-8 fake GPUs (character devices made with mknod) and 8 CPUs; partitions vcA, vcB and vcC share it.
+foreground mode in the background, all state in one private folder on free ports (two clusters can run side by
+side), stopped by PID on exit. A ClusterSpec sets the node's CPUs and fake GPUs (character devices made with mknod),
+the partitions, the accounts with their shares and users, and any slurm.conf setting (the scheduler's); the default
+spec is the real-Slurm test's: 8 GPUs, 8 CPUs, partitions vcA, vcB and vcC, users daemon (teama) and nobody (teamb).
 
 Demo (as root, the packages installed, from the repository's root): `.venv/bin/python -m tests.slurm.cluster --demo`
 starts the cluster, runs the test's workload, exports it with sacct, ingests it into `slurm-demo/data` (dataset
@@ -32,6 +34,7 @@ CPUS = 8
 PARTITIONS = ("vcA", "vcB", "vcC")
 CLUSTER = "heliostest"
 ACCOUNTS = {"daemon": "teama", "nobody": "teamb"}  # existing system users who submit the jobs -> their account
+START_ATTEMPTS = 3  # a port taken between choosing and binding it (another cluster starting): retry on new ports
 PACKAGES = "slurm-wlm slurmdbd mariadb-server munge"
 SACCT_FORMAT = ",".join(SACCT_FIELDS)  # the README's export
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "COMPLETING"}
@@ -59,10 +62,62 @@ def check_can_start() -> None:
         raise SlurmMissing("the Slurm test cluster needs root (it runs slurmd and mknod)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@dataclass(frozen=True)
+class Partition:
+    """A partition over the one node: its name, MaxTime (minutes) and PriorityJobFactor."""
+
+    name: str
+    max_time_min: int = 30
+    priority_job_factor: int = 1
+
+
+@dataclass(frozen=True)
+class Account:
+    """An account under root with its Fairshare (raw shares) and the users associated with it."""
+
+    name: str
+    users: tuple[str, ...]
+    fairshare: int = 1
+
+
+# slurm.conf settings a ClusterSpec may override (the scheduler's and the timing's); the rest is fixed.
+DEFAULT_SETTINGS: dict[str, str] = {
+    "SchedulerType": "sched/backfill",
+    "SchedulerParameters": "bf_interval=5",
+    "DependencyParameters": "kill_invalid_depend",
+    "OverTimeLimit": "0",
+    "KillWait": "2",
+    "MinJobAge": "600",
+    "InactiveLimit": "0",
+}
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What the cluster is made of: the node's CPUs and GPUs, partitions (the first is the default), accounts and
+    users, and slurm.conf settings laid over DEFAULT_SETTINGS."""
+
+    cpus: int = CPUS
+    gpus: int = GPUS
+    partitions: tuple[Partition, ...] = tuple(Partition(p) for p in PARTITIONS)
+    accounts: tuple[Account, ...] = (Account("teama", ("root", "daemon")), Account("teamb", ("nobody",)))
+    settings: tuple[tuple[str, str], ...] = ()
+
+    def slurm_settings(self) -> dict[str, str]:
+        """DEFAULT_SETTINGS with this spec's settings laid over them."""
+        return {**DEFAULT_SETTINGS, **dict(self.settings)}
+
+
+def _free_ports(names: Sequence[str]) -> dict[str, int]:
+    """One distinct free port per name (all sockets held open together, so no two names share one)."""
+    sockets = [socket.socket() for _ in names]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return {name: s.getsockname()[1] for name, s in zip(names, sockets, strict=True)}
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def _program(name: str) -> str:
@@ -75,6 +130,7 @@ class SlurmCluster:
 
     root: Path
     ports: dict[str, int]
+    spec: ClusterSpec = ClusterSpec()
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -196,13 +252,15 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
-def _slurm_conf(root: Path, ports: dict[str, int], host: str) -> str:
+def _slurm_conf(root: Path, ports: dict[str, int], host: str, spec: ClusterSpec) -> str:
     sock = root / "munge" / "munge.socket"
-    nodes = f"NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={CPUS} RealMemory=16000 Gres=gpu:{GPUS}"
+    nodes = f"NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={spec.cpus} RealMemory=16000"
     parts = "\n".join(
-        f"PartitionName={p} Nodes={NODE} MaxTime=30 State=UP{' Default=YES' if i == 0 else ''}"
-        for i, p in enumerate(PARTITIONS)
+        f"PartitionName={p.name} Nodes={NODE} MaxTime={p.max_time_min} PriorityJobFactor={p.priority_job_factor}"
+        f" State=UP{' Default=YES' if i == 0 else ''}"
+        for i, p in enumerate(spec.partitions)
     )
+    settings = "\n".join(f"{key}={value}" for key, value in spec.slurm_settings().items())
     return f"""ClusterName={CLUSTER}
 SlurmctldHost={host}(127.0.0.1)
 SlurmUser=root
@@ -232,16 +290,10 @@ AccountingStoragePass={sock}
 AccountingStorageTRES=gres/gpu
 JobCompType=jobcomp/none
 MpiDefault=none
-SchedulerType=sched/backfill
-SchedulerParameters=bf_interval=5
-DependencyParameters=kill_invalid_depend
-OverTimeLimit=0
-KillWait=2
-MinJobAge=600
-InactiveLimit=0
 ReturnToService=2
 MailProg=/bin/true
-{nodes} State=UNKNOWN
+{settings}
+{nodes} Gres=gpu:{spec.gpus} State=UNKNOWN
 {parts}
 """
 
@@ -264,16 +316,16 @@ StorageLoc=slurm_acct_db
 """
 
 
-def _configure(root: Path, ports: dict[str, int]) -> None:
+def _configure(root: Path, ports: dict[str, int], spec: ClusterSpec) -> None:
     host = socket.gethostname().split(".")[0]
     for sub in ("spool/ctld", "spool/d", "run", "log", "munge", "db", "dev", "jobs"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "jobs").chmod(0o755)
     (root / "munge").chmod(0o755)
-    _write(root / "etc" / "slurm.conf", _slurm_conf(root, ports, host))
+    _write(root / "etc" / "slurm.conf", _slurm_conf(root, ports, host, spec))
     _write(root / "etc" / "slurmdbd.conf", _slurmdbd_conf(root, ports, host), 0o600)
-    _write(root / "etc" / "gres.conf", f"NodeName={NODE} Name=gpu File={root}/dev/nvidia[0-{GPUS - 1}]\n")
-    for n in range(GPUS):
+    _write(root / "etc" / "gres.conf", f"NodeName={NODE} Name=gpu File={root}/dev/nvidia[0-{spec.gpus - 1}]\n")
+    for n in range(spec.gpus):
         subprocess.run(["mknod", str(root / "dev" / f"nvidia{n}"), "c", "195", str(n)], check=True)
 
 
@@ -335,9 +387,11 @@ def _start_slurm(cluster: SlurmCluster) -> None:
     dbd = _start(cluster, "slurmdbd", ["slurmdbd", "-D"])  # reads slurmdbd.conf beside SLURM_CONF
     _wait(lambda: _ok(cluster, "sacctmgr", "-n", "list", "cluster"), "slurmdbd", dbd)
     cluster.run("sacctmgr", "-i", "add", "cluster", CLUSTER)
-    cluster.run("sacctmgr", "-i", "add", "account", ",".join(sorted(set(ACCOUNTS.values()))), f"cluster={CLUSTER}")
-    for user, account in {"root": "teama", **ACCOUNTS}.items():
-        cluster.run("sacctmgr", "-i", "add", "user", user, f"account={account}", f"cluster={CLUSTER}")
+    for account in cluster.spec.accounts:
+        cluster.run("sacctmgr", "-i", "add", "account", account.name, f"Fairshare={account.fairshare}",
+                    f"cluster={CLUSTER}")  # fmt: skip
+        for user in account.users:
+            cluster.run("sacctmgr", "-i", "add", "user", user, f"account={account.name}", f"cluster={CLUSTER}")
     ctld = _start(cluster, "slurmctld", ["slurmctld", "-D", "-i"])
     _wait(lambda: _ok(cluster, "scontrol", "ping"), "slurmctld", ctld)
     slurmd = _start(cluster, "slurmd", ["slurmd", "-D", "-N", NODE])
@@ -345,26 +399,50 @@ def _start_slurm(cluster: SlurmCluster) -> None:
     _wait(lambda: cluster.run("sinfo", "-h", "-n", NODE, "-o", "%T", check=False).strip() in idle, "slurmd", slurmd)
 
 
-@contextmanager
-def slurm_cluster(keep: bool = False) -> Iterator[SlurmCluster]:
-    """Start the cluster (munged, mariadbd, slurmdbd, slurmctld, slurmd), yield it, stop it on exit."""
-    check_can_start()
+def _start_once(spec: ClusterSpec) -> SlurmCluster:
+    """Configure a fresh private folder on free ports and start every daemon (stopping them if one fails)."""
     root = Path(tempfile.mkdtemp(prefix="helios-slurm-"))
     root.chmod(0o755)
-    ports = {name: _free_port() for name in ("mariadb", "slurmdbd", "slurmctld", "slurmd")}
-    cluster = SlurmCluster(root, ports)
+    cluster = SlurmCluster(root, _free_ports(("mariadb", "slurmdbd", "slurmctld", "slurmd")), spec)
     try:
-        _configure(root, ports)
+        _configure(root, cluster.ports, spec)
         _start_munge(cluster)
         _start_mariadb(cluster)
         _start_slurm(cluster)
-        yield cluster
     except BaseException:
         _print_logs(root)
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _start_cluster(spec: ClusterSpec) -> SlurmCluster:
+    """A started cluster, retried on new ports when a start fails (a port taken by another cluster meanwhile)."""
+    attempt = 1
+    while True:
+        try:
+            return _start_once(spec)
+        except (RuntimeError, TimeoutError, subprocess.CalledProcessError) as exc:
+            if attempt == START_ATTEMPTS:
+                raise
+            print(f"cluster start {attempt} failed ({exc}); retrying on new ports", file=sys.stderr)
+            attempt += 1
+
+
+@contextmanager
+def slurm_cluster(spec: ClusterSpec = ClusterSpec(), keep: bool = False) -> Iterator[SlurmCluster]:
+    """Start a cluster made as spec says (munged, mariadbd, slurmdbd, slurmctld, slurmd), yield it, stop it on
+    exit (every daemon by its PID, even on failure)."""
+    check_can_start()
+    cluster = _start_cluster(spec)
+    try:
+        yield cluster
+    except BaseException:
+        _print_logs(cluster.root)
         raise
     finally:
         if keep:
-            print(f"cluster folder kept: {root}", file=sys.stderr)
+            print(f"cluster folder kept: {cluster.root}", file=sys.stderr)
             cluster.cancel_all()
             for proc in reversed(list(cluster.procs.values())):
                 _stop(proc)

@@ -2,6 +2,7 @@
 fair-share order, limits that hold one job without blocking the others, and determinism."""
 
 import numpy as np
+import pytest
 
 from analytics.slurm_config import (
     AssocSpec,
@@ -12,8 +13,10 @@ from analytics.slurm_config import (
     SchedSpec,
     SlurmConfig,
 )
+from sim.slurm.fairshare import decay_per_s
 from sim.slurm.jobs import NEVER_S, build_jobs
 from sim.slurm.run import next_tick, replay
+from sim.slurm.usage import UsageLedger
 
 FAST = SchedSpec(backfill=True, sched_interval_s=60, bf_interval_s=1, bf_resolution_s=1)
 
@@ -142,3 +145,26 @@ def test_replay_is_deterministic():
     assert (a.start_s >= np.array([r[0] for r in rows])).all()
     used = a.timeline_used_gpus.sum(axis=1)
     assert used.max() <= 8 and used[-1] == 0
+
+
+def _ledger_after_a_job(enforced: bool) -> tuple[float, float]:
+    """A job of 8 CPUs runs 0..200 s with decay passes at 60, 120 and 180 s: usage before and after its end."""
+    prio = PrioritySpec(multifactor=True, weight_fairshare=10_000, calc_period_s=60)
+    config = _config(priority=prio, assocs=(AssocSpec("x", shares=1),), limits_enforced=enforced)
+    one = {"submit_s": np.array([0]), "duration_s": np.array([200]), "gpus": np.array([8]), "cpus": np.array([8])}
+    jobs, _ = build_jobs(config, **one, timelimit_s=[300], partition=["a"], account=["x"], user=["u1"])
+    ledger = UsageLedger(config, jobs, last_pass_s=0)
+    for t in (60, 120, 180):
+        ledger.calc_pass(t, {0: 0})
+    before = float(ledger.usage.sum())
+    ledger.job_end(0, 0, 200)
+    return before, float(ledger.usage.sum())
+
+
+def test_an_ending_jobs_last_seconds_are_charged_only_where_limits_are_enforced():
+    # Slurm 22.05 charges the seconds since the last pass at a job's end from acct_policy's limit bookkeeping only
+    before, after = _ledger_after_a_job(enforced=True)
+    decay = decay_per_s(PrioritySpec().decay_half_life_s)
+    assert after - before == pytest.approx(8 * 20 * decay**20)
+    before, after = _ledger_after_a_job(enforced=False)
+    assert after == before > 0
