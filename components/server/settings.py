@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analytics.store import DEFAULT_DATASET
+from components.server import hosts
 
 REDIS_URL_ENV = "HELIOS_REDIS_URL"
 
@@ -29,11 +30,14 @@ class Settings:
     # minutes only once a minute.
     run_unpolled_s: int = 90
     proxy_count: int = 0  # reverse proxies in front whose X-Forwarded-For names the client (0: ignore the header)
+    listen: tuple[str, ...] = ()  # where the server listens, as its launcher announced it (() = not known)
+    allowed_hosts: tuple[str, ...] = ()  # HELIOS_ALLOWED_HOSTS: the Host names answered (() = the default ones)
 
     @classmethod
     def from_env(cls) -> Settings:
         """Build settings from HELIOS_DATA_DIR, HELIOS_CACHE_DIR, HELIOS_REDIS_URL, HELIOS_CACHE_TIMEOUT_S, the run
-        limits (HELIOS_MAX_RUNS, HELIOS_MAX_RUNS_PER_USER, HELIOS_RUN_*) and HELIOS_PROXY_COUNT."""
+        limits (HELIOS_MAX_RUNS, HELIOS_MAX_RUNS_PER_USER, HELIOS_RUN_*), HELIOS_PROXY_COUNT, HELIOS_ALLOWED_HOSTS
+        and where the launcher said the server listens."""
         data = os.environ.get("HELIOS_DATA_DIR")
         return cls(
             data_dir=Path(data) if data else None,
@@ -47,7 +51,15 @@ class Settings:
             run_timeout_s=_bounded_int("HELIOS_RUN_TIMEOUT_S", cls.run_timeout_s, 10, 7 * 86_400),
             run_unpolled_s=_bounded_int("HELIOS_RUN_UNPOLLED_S", cls.run_unpolled_s, 5, 86_400),
             proxy_count=_bounded_int("HELIOS_PROXY_COUNT", cls.proxy_count, 0, 8),
+            listen=hosts.listen_addresses(),
+            allowed_hosts=hosts.parse_allowed_hosts(os.environ.get(hosts.ALLOWED_HOSTS_ENV, "")),
         )
+
+    @property
+    def host_names(self) -> tuple[str, ...]:
+        """The Host names answered (any other gets 400): allowed_hosts, else the loopback names and the hosts the
+        server listens on."""
+        return self.allowed_hosts or hosts.default_hosts(self.listen)
 
 
 def private_folder(path: Path) -> Path:

@@ -76,11 +76,28 @@ def test_only_serve_debug_turns_on_debug_mode(small_data, monkeypatch, argv, deb
     import dash
 
     import cli
+    from components.server import hosts
 
     seen = {}
     monkeypatch.setattr(dash.Dash, "run", lambda self, **kwargs: seen.update(kwargs))
+    monkeypatch.setenv(hosts.LISTEN_ENV, "")  # restored after the test: `serve` announces where it listens
     assert cli.main(argv) == 0
     assert seen["debug"] is debug and seen["dev_tools_ui"] is debug and seen["host"] == "127.0.0.1"
+    assert seen["dev_tools_disable_version_check"] is True  # the page's CSP refuses plotly.com: no console errors
+    assert os.environ[hosts.LISTEN_ENV] == "127.0.0.1:8050"
+
+
+def test_serve_refuses_anonymous_admin_off_loopback(small_data, monkeypatch, capsys):
+    import dash
+
+    import cli
+    from components.server import hosts
+
+    monkeypatch.setattr(dash.Dash, "run", lambda self, **kwargs: pytest.fail("served"))
+    monkeypatch.setenv(hosts.LISTEN_ENV, "")
+    monkeypatch.setenv(hosts.ANONYMOUS_ROLE_ENV, "admin")
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "9000"]) == 2
+    assert "HELIOS_ANONYMOUS_ROLE=admin makes every visitor an admin" in capsys.readouterr().err
 
 
 def test_the_procfile_runs_gunicorn_with_the_config_file():
