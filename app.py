@@ -50,7 +50,8 @@ def create_app(settings: Settings | None = None) -> Dash:
             register(app)
     app.server.add_url_rule(dash.get_relative_path(export.EXPORT_PATH), "jobs_csv", export.csv_view)
     install_health(app.server, settings)
-    install_access_log(app.server)
+    if settings.access_log:
+        install_access_log(app.server)
     install_error_handlers(app.server)
     install_auth(app.server, auth_settings)
     install_hardening(app.server, settings)

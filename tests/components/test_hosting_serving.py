@@ -46,6 +46,37 @@ def test_every_request_writes_one_json_line(ui, access_lines):
     assert all(set(r) == FIELDS and r["duration_ms"] >= 0 and r["remote"] == "127.0.0.1" for r in lines)
 
 
+def test_helios_access_log_0_writes_no_line_per_request(small_data, tmp_path, monkeypatch, access_lines):
+    from app import create_app
+    from components.server.settings import Settings
+
+    monkeypatch.setenv("HELIOS_ACCESS_LOG", "0")
+    settings = Settings.from_env()
+    assert settings.access_log is False
+    server = create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache", access_log=False)).server
+    assert server.test_client().get("/healthz").status_code == 200
+    assert access_lines() == []
+    monkeypatch.setenv("HELIOS_ACCESS_LOG", "maybe")
+    with pytest.raises(ValueError, match="HELIOS_ACCESS_LOG='maybe': expected 1 or 0"):
+        Settings.from_env()
+
+
+def test_make_run_serves_gunicorn_on_loopback_and_make_dev_the_debug_server():
+    """What `make run` and `make dev` would run (`make -n`); tests/components/test_make_run_browser.py runs the
+    first for real."""
+
+    def commands(*args: str) -> str:
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PORT")}
+        return subprocess.run(["make", "-n", *args], cwd=ROOT, env=env, capture_output=True, text=True).stdout
+
+    run = commands("run")
+    assert "gunicorn -c gunicorn.conf.py app:server" in run and "HELIOS_BIND_HOST=127.0.0.1 PORT=8050" in run
+    assert "--debug" not in run and "helios serve" not in run
+    assert "PORT=8060" in commands("run", "PORT=8060")
+    dev = commands("dev", "PORT=8060")
+    assert "helios serve --host 127.0.0.1 --port 8060 --debug" in dev and "gunicorn" not in dev
+
+
 def test_refused_requests_are_logged_with_the_user(small_data, tmp_path, monkeypatch, access_lines):
     users = tmp_path / "users.json"
     save_users(users, {"ada": UserRecord("ada", "viewer", hash_password("s3cret-pass"))})
