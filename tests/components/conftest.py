@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pytest
 from analytics import db, store
 from tests import system
 from tests.system import CHROMIUM
-from tests.waiting import free_port, new_context, stop, wait_until_serving
+from tests.waiting import free_port, new_context, stop, wait_for, wait_until_serving
 
 CHROMIUM_ARGS: tuple[str, ...] = (
     "--headless",
@@ -325,6 +326,28 @@ def gunicorn_app():
     """A context manager serving the real app with gunicorn and the project's gunicorn.conf.py (1 worker, 4 threads)
     on a free loopback port."""
     return _gunicorn
+
+
+@pytest.fixture
+def redis_url():
+    """A throw-away redis-server on a free loopback port (skipped without redis-server unless REQUIRE_REDIS=1)."""
+    system.require_program("Redis", "redis-server")
+    port = free_port()
+    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: _accepts(port), "redis-server accepting connections")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        stop(proc)
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="session", name="free_port")

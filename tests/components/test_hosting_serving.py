@@ -7,19 +7,15 @@ import json
 import logging
 import os
 import runpy
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from components.server.access_log import LOGGER_NAME
 from components.server.users import UserRecord, hash_password, save_users
+from tests.waiting import DEADLINE_S, free_port, http_status, stop, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS = {"time", "method", "path", "status", "duration_ms", "user", "remote"}
@@ -163,27 +159,9 @@ def test_a_bad_gunicorn_setting_names_the_variable(monkeypatch):
         runpy.run_path(str(ROOT / "gunicorn.conf.py"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(url: str, timeout_s: float) -> int:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                return resp.status
-        except (urllib.error.URLError, ConnectionError, TimeoutError):  # a booting worker may not answer in 5 s
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
-
-
 @pytest.mark.slow
 def test_gunicorn_serves_the_app_with_json_request_logs(small_data, tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "PORT": str(port),
@@ -201,11 +179,10 @@ def test_gunicorn_serves_the_app_with_json_request_logs(small_data, tmp_path):
             [str(gunicorn), "-c", "gunicorn.conf.py", "app:server"], cwd=ROOT, env=env, stderr=err, stdout=err
         )
         try:
-            assert _wait_for(f"http://127.0.0.1:{port}/healthz", timeout_s=60) == 200
-            assert _wait_for(f"http://127.0.0.1:{port}/cluster?ds=helios-synth", timeout_s=10) == 200
+            wait_until_serving(f"http://127.0.0.1:{port}/healthz", proc, errors)
+            assert http_status(f"http://127.0.0.1:{port}/cluster?ds=helios-synth", timeout_s=DEADLINE_S) == 200
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+            stop(proc)
     lines = [json.loads(x) for x in errors.read_text().splitlines() if x.startswith("{")]
     assert {("/healthz", 200), ("/cluster", 200)} <= {(r["path"], r["status"]) for r in lines}
 
@@ -214,7 +191,7 @@ def test_a_stopped_redis_degrades_to_the_local_cache(small_data, tmp_path, caplo
     from app import create_app
     from components.server.settings import Settings
 
-    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     app = create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache", redis_url=url))
     client = app.server.test_client()
     caplog.set_level(logging.WARNING, logger="components.server.cache")

@@ -9,7 +9,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,17 +16,11 @@ from pathlib import Path
 import pytest
 
 from components.server import hosts
+from tests.waiting import DEADLINE_S, free_port, stop, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 GUNICORN = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "app:server"]
 HELIOS = [sys.executable, "-m", "cli"]
-START_S = 120  # a generous deadline for a server to answer on a loaded machine (it usually takes a few seconds)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(port: int, path: str, host: str, address: str = "127.0.0.1") -> tuple[int, bytes]:
@@ -55,24 +48,14 @@ def _env(data: Path, cache: Path, **extra: str) -> dict[str, str]:
 
 @contextmanager
 def _serving(cmd: list[str], env: dict[str, str], port: int, log: Path) -> Iterator[subprocess.Popen]:
-    """Run cmd until it answers /healthz on port (within START_S), then yield it; stop it afterwards."""
+    """Run cmd until it answers /healthz on port, then yield it; stop it afterwards."""
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + START_S
-            while True:
-                assert proc.poll() is None, f"the server exited ({proc.returncode}): {log.read_text()[-2000:]}"
-                try:
-                    if _get(port, "/healthz", f"127.0.0.1:{port}")[0] == 200:
-                        break
-                except OSError:
-                    pass
-                assert time.monotonic() < deadline, f"no answer within {START_S} s: {log.read_text()[-2000:]}"
-                time.sleep(0.2)
+            wait_until_serving(f"http://127.0.0.1:{port}/healthz", proc, log)
             yield proc
         finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+            stop(proc)
 
 
 def _refused_and_served(port: int) -> None:
@@ -91,7 +74,7 @@ def small_folders(small_data, tmp_path):
 
 
 def test_make_runs_gunicorn_refuses_a_foreign_host_serves_loopback_and_has_no_debugger(small_folders, tmp_path):
-    port = _free_port()
+    port = free_port()
     env = _env(*small_folders, HELIOS_BIND_HOST="127.0.0.1", PORT=str(port), HELIOS_ANONYMOUS_ROLE="admin")
     env["WEB_CONCURRENCY"] = "1"
     with _serving(GUNICORN, env, port, tmp_path / "gunicorn.log"):
@@ -104,7 +87,7 @@ def test_make_runs_gunicorn_refuses_a_foreign_host_serves_loopback_and_has_no_de
 
 
 def test_gunicorn_on_ipv6_loopback_answers_its_bracketed_name(small_folders, tmp_path):
-    port = _free_port()
+    port = free_port()
     env = _env(*small_folders, HELIOS_ANONYMOUS_ROLE="admin", WEB_CONCURRENCY="1")
     cmd = [*GUNICORN, "--bind", f"[::1]:{port}", "--bind", f"127.0.0.1:{port}"]
     with _serving(cmd, env, port, tmp_path / "gunicorn.log"):
@@ -114,7 +97,7 @@ def test_gunicorn_on_ipv6_loopback_answers_its_bracketed_name(small_folders, tmp
 
 
 def test_helios_serve_refuses_a_foreign_host_and_serves_loopback(small_folders, tmp_path):
-    port = _free_port()
+    port = free_port()
     env = _env(*small_folders, HELIOS_ANONYMOUS_ROLE="admin")
     with _serving([*HELIOS, "serve", "--port", str(port)], env, port, tmp_path / "serve.log"):
         _refused_and_served(port)
@@ -122,7 +105,7 @@ def test_helios_serve_refuses_a_foreign_host_and_serves_loopback(small_folders, 
 
 
 def _refused_to_start(cmd: list[str], env: dict[str, str]) -> tuple[int, str]:
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=DEADLINE_S)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -130,7 +113,7 @@ ANONYMOUS_ADMIN_OFF_LOOPBACK = "HELIOS_ANONYMOUS_ROLE=admin makes every visitor 
 
 
 def test_anonymous_admin_on_an_address_that_is_not_loopback_does_not_start(small_folders):
-    port = _free_port()
+    port = free_port()
     env = _env(*small_folders, HELIOS_ANONYMOUS_ROLE="admin", PORT=str(port), WEB_CONCURRENCY="1")
     code, out = _refused_to_start(GUNICORN, {**env, "HELIOS_BIND_HOST": "0.0.0.0"})
     assert code != 0 and ANONYMOUS_ADMIN_OFF_LOOPBACK in out and f"listens on 0.0.0.0:{port}" in out, out
