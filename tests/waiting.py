@@ -27,6 +27,12 @@ POLL_S = 0.1
 DASH_IDLE_JS = """() => { const c = window.store && window.store.getState().callbacks;
   return !!c && ['requested', 'prioritized', 'blocked', 'executing', 'watched', 'executed', 'stored']
     .every(k => !(c[k] || []).length); }"""
+# The page's content is laid out and Dash idle for three animation frames in a row. "networkidle" is not enough: on a
+# loaded machine the network can be quiet for 500 ms before Dash sends its first callbacks, or between two.
+SETTLED_JS = f"""() => {{ const content = document.getElementById('_pages_content');
+  const laidOut = !!content && content.childElementCount > 0 && !document.querySelector('[data-dash-is-loading=true]');
+  window.__heliosIdleFrames = laidOut && ({DASH_IDLE_JS})() ? (window.__heliosIdleFrames || 0) + 1 : 0;
+  return window.__heliosIdleFrames >= 3; }}"""
 
 
 def free_port() -> int:
@@ -87,9 +93,23 @@ def stop(proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
         proc.wait(timeout=timeout_s)
 
 
-def new_context(browser, **options):
-    """A 1440x900 browser context whose waits (selectors, functions, navigations) have BROWSER_DEADLINE_MS."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900}, **options)
+def new_context(browser, width: int = 1440, height: int = 900, **options):
+    """A browser context (1440x900 unless told) whose waits (selectors, functions, navigations) have
+    BROWSER_DEADLINE_MS."""
+    context = browser.new_context(viewport={"width": width, "height": height}, **options)
     context.set_default_timeout(BROWSER_DEADLINE_MS)
     context.set_default_navigation_timeout(BROWSER_DEADLINE_MS)
     return context
+
+
+def settle(tab) -> None:
+    """Wait until tab's page is laid out and its callbacks have settled (SETTLED_JS)."""
+    tab.evaluate("() => { window.__heliosIdleFrames = 0; }")
+    tab.wait_for_function(SETTLED_JS, polling="raf")
+
+
+def open_settled(tab, url: str):
+    """Open url in tab and wait until it has settled; the navigation's response."""
+    response = tab.goto(url)
+    settle(tab)
+    return response

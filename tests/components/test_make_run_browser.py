@@ -16,14 +16,12 @@ import pytest
 
 from analytics import store
 from components.shell.controls import NAV_LINKS, job_href
-from tests.waiting import DASH_IDLE_JS, wait_until_serving
+from tests.waiting import open_settled, wait_until_serving
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = Path(os.environ.get("HELIOS_DATA_DIR", ROOT / "data"))
-SETTLED_JS = """() => { const content = document.getElementById('_pages_content');
-  return !!content && content.childElementCount > 0 && !document.querySelector('[data-dash-is-loading=true]'); }"""
 DEV_TOOLS = ".dash-debug-menu__outer, .dash-debug-menu, .dash-fe-error__title"
 
 
@@ -61,16 +59,9 @@ def make_run(tmp_path_factory, chromium_path, free_port):
 
 
 def _nav_paths(tab, url: str) -> list[str]:
-    tab.goto(url + "/")
-    tab.wait_for_function(SETTLED_JS)
+    open_settled(tab, url + "/")
     hrefs = tab.locator(f"#{NAV_LINKS} a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
     return [href.split("?", 1)[0] for href in hrefs]
-
-
-def _visit(tab, url: str) -> None:
-    tab.goto(url)
-    tab.wait_for_function(SETTLED_JS)
-    tab.wait_for_function(DASH_IDLE_JS)  # the figures and tables the laid-out page asked for are drawn
 
 
 @pytest.mark.draw_all
@@ -85,7 +76,7 @@ def test_every_page_under_make_run_has_no_console_error_no_dev_tools_and_stays_o
     seen: dict[str, list[str]] = {}
     for path in paths:
         before = len(page.errors)
-        _visit(page, url + path)
+        open_settled(page, url + path)  # with the figures and tables it asked for
         assert page.locator(DEV_TOOLS).count() == 0, f"Dash's dev tools on {path}"
         page.screenshot(path=str(tmp_path / f"{path.strip('/').split('?')[0].replace('/', '-') or 'overview'}.png"))
         seen[path] = page.errors[before:]
