@@ -225,7 +225,7 @@ def test_an_upload_through_the_data_page_is_ingested_and_reported(page, server_u
     page.locator("#data-upload-format").click()
     page.get_by_role("listbox").get_by_role("option", name="philly", exact=True).click()
     page.locator("#data-upload input[type=file]").set_input_files(str(trace))
-    page.wait_for_selector("text=dataset uploaded-philly is ready", timeout=120_000)
+    page.wait_for_selector("text=dataset uploaded-philly is ready")
     assert page.locator("text=Data quality").count() >= 1
     assert page.locator("text=300 rows read, 300 kept.").count() == 1
     assert page.errors == []
