@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEMO := $(HELIOS_DATA_DIR)/helios-synth/meta.json
 BUNDLED := $(HELIOS_DATA_DIR)/philly/meta.json $(HELIOS_DATA_DIR)/alibaba/meta.json
 
-.PHONY: install run test lint demo bundled bench clean
+.PHONY: install run dev test lint demo bundled bench clean
 
 install: $(STAMP) ## create .venv and install the project with its dependencies (idempotent)
 
@@ -28,8 +28,17 @@ $(BUNDLED): | $(STAMP)
 
 bundled: $(BUNDLED) ## build the philly and alibaba datasets from the public traces in data/public if missing
 
-run: install demo bundled ## start the dashboard on http://127.0.0.1:8050
-	HELIOS_ANONYMOUS_ROLE=$${HELIOS_ANONYMOUS_ROLE:-admin} $(BIN)/helios serve --host 127.0.0.1 --port 8050 --debug
+PORT ?= 8050
+
+# As production serves it (gunicorn.conf.py), on loopback only: the one local user is admin, which the server allows
+# only because it listens on 127.0.0.1. No line per request unless HELIOS_ACCESS_LOG=1.
+run: install demo bundled ## serve the dashboard on http://127.0.0.1:8050 with gunicorn (PORT=8060 for another port)
+	@echo "Helios Dashboard on http://127.0.0.1:$(PORT)/ (gunicorn with gunicorn.conf.py; Ctrl-C stops it)"
+	@HELIOS_BIND_HOST=127.0.0.1 PORT=$(PORT) HELIOS_ANONYMOUS_ROLE=$${HELIOS_ANONYMOUS_ROLE:-admin} \
+	  HELIOS_ACCESS_LOG=$${HELIOS_ACCESS_LOG:-0} $(BIN)/gunicorn -c gunicorn.conf.py app:server
+
+dev: install demo bundled ## for work on the code: Flask's development server with hot reload and Dash's dev tools
+	HELIOS_ANONYMOUS_ROLE=$${HELIOS_ANONYMOUS_ROLE:-admin} $(BIN)/helios serve --host 127.0.0.1 --port $(PORT) --debug
 
 # Test workers (pytest-xdist): whole files per worker, the longest first (tests/conftest.py); TEST_WORKERS=0 runs
 # the suite in one process. The 15 slowest tests are listed at the end, to watch CI's 10-minute budget.

@@ -17,14 +17,18 @@ from components.server.errors import install_error_handlers
 from components.server.hardening import install_hardening
 from components.server.health import install_health
 from components.server.heartbeats import install_heartbeats
+from components.server.hosts import check_anonymous_role, install_allowed_hosts
 from components.server.settings import Settings, private_folder
 from components.shell import callbacks
 from components.shell import layout as shell
 
 
 def create_app(settings: Settings | None = None) -> Dash:
-    """Build the dashboard: pages, callbacks, query cache, CSV export, /healthz, request log and access control."""
+    """Build the dashboard: pages, callbacks, query cache, CSV export, /healthz, request log and access control
+    (anonymous admin refused unless the server listens on loopback only; Host names checked first)."""
     settings = settings or Settings.from_env()
+    auth_settings = AuthSettings.from_env()
+    check_anonymous_role(auth_settings.anonymous_role, settings.listen)
     private_folder(settings.cache_dir)
     app = Dash(
         __name__,
@@ -46,13 +50,15 @@ def create_app(settings: Settings | None = None) -> Dash:
             register(app)
     app.server.add_url_rule(dash.get_relative_path(export.EXPORT_PATH), "jobs_csv", export.csv_view)
     install_health(app.server, settings)
-    install_access_log(app.server)
+    if settings.access_log:
+        install_access_log(app.server)
     install_error_handlers(app.server)
-    install_auth(app.server, AuthSettings.from_env())
+    install_auth(app.server, auth_settings)
     install_hardening(app.server, settings)
     install_heartbeats(app.server)
     install_page_status(app.server, app.config.routes_pathname_prefix)
     run_first_request_setup(app.server)
+    install_allowed_hosts(app.server, settings.host_names)  # last: it wraps every other layer
     return app
 
 

@@ -29,7 +29,37 @@ limit_request_line = _int_env("HELIOS_LIMIT_REQUEST_LINE", 8190)
 loglevel = os.environ.get("HELIOS_LOG_LEVEL", "info")
 accesslog = None  # the app writes one JSON line per request on the helios.access logger
 errorlog = "-"
-reload = False  # never in production: `make run` / `helios serve --debug` is the development server
+reload = False  # never in production: `make dev` / `helios serve --debug` is the development server
+
+
+def _listening(server) -> list[str]:
+    """Every address the master listens on (binds given on the command line included), as hosts.announce takes them."""
+    from components.server import hosts
+
+    found = []
+    for listener in server.LISTENERS:
+        name = listener.sock.getsockname()
+        found.append(hosts.address_text(*name[:2]) if isinstance(name, tuple) else f"{hosts.UNIX_PREFIX}{name}")
+    # With reuse_port each worker binds on its own: then the configured addresses are all there is to go by.
+    for address in server.cfg.address if not found else ():
+        is_tcp = isinstance(address, tuple)
+        found.append(hosts.address_text(*address) if is_tcp else f"{hosts.UNIX_PREFIX}{address}")
+    return found
+
+
+def when_ready(server):
+    """Before any worker starts: tell the app where the server listens (its default allowed Host names), and refuse
+    to serve everyone as admin unless that is loopback only. Standard library only here: the master forks the
+    workers, so it must not load Polars or start threads."""
+    from components.server import hosts
+
+    addresses = _listening(server)
+    hosts.announce(addresses)
+    try:
+        hosts.check_anonymous_role(os.environ.get(hosts.ANONYMOUS_ROLE_ENV, ""), tuple(addresses))
+    except hosts.UnsafeServing as exc:
+        server.log.error("%s", exc)  # to gunicorn's error log, wherever it goes
+        raise SystemExit(1) from None
 
 
 def post_worker_init(worker):

@@ -3,7 +3,9 @@
 Loopback only and bounded: a gunicorn (2 workers) on 127.0.0.1 over a small copy of a dataset, a users file with an
 admin and a viewer, at most a few dozen requests per check. Findings that live below HTTP (scenario bounds, archive
 limits, the store) are exercised where the server applies them. The what-if runs are hand-made callback requests (as
-a script, not the page, would send them), on a server that stops a run after RUN_UNPOLLED_S without polls.
+a script, not the page, would send them), on a server that stops a run after RUN_UNPOLLED_S without polls; the first
+run is held (its process stopped with SIGSTOP once it has started), so that it outlasts that limit on any machine,
+idle or busy, however fast the simulation (the server's watch of a run lives in its parent, which goes on).
 
     python bench/attack.py [--dataset philly] [--data-dir data]
 """
@@ -46,6 +48,7 @@ PASSWORDS = {"ada": "ada-admin-password-1", "vic": "vic-viewer-password-1"}
 Check = Callable[[str], str]  # base URL -> what was seen; raises AssertionError when the finding is not held
 RUN_UNPOLLED_S = 10  # the server's HELIOS_RUN_UNPOLLED_S here (default 90): a run nobody polls stops this soon
 RUN_DATASET = "philly"  # always served too: the what-if runs are of its trace
+DEADLINE_S = 300  # the longest wait for anything the server does (start, a run, a refusal), on a busy machine
 JSON = {"Content-Type": "application/json"}
 
 
@@ -145,6 +148,27 @@ def check_headers(base: str) -> str:
         assert headers.get(name) == value, (name, headers.get(name))
     assert "frame-ancestors 'none'" in headers.get("Content-Security-Policy", "")
     return "CSP frame-ancestors, nosniff, DENY, no-store present"
+
+
+def _status_for_host(base: str, path: str, host: str) -> int:
+    """The status a loopback connection to base answers for path when the request names host (a rebinding page)."""
+    parts = urllib.parse.urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn.putrequest("GET", path, skip_host=True)
+    conn.putheader("Host", host)
+    conn.endheaders()
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def check_allowed_hosts(base: str) -> str:
+    port = urllib.parse.urlsplit(base).port
+    foreign = {path: _status_for_host(base, path, f"rebind.example:{port}") for path in ("/", "/login", "/healthz")}
+    own = _status_for_host(base, "/login", f"127.0.0.1:{port}")
+    assert set(foreign.values()) == {400} and own == 200, (foreign, own)
+    codes = sorted(set(foreign.values()))
+    return f"a loopback request naming Host rebind.example: {codes} on /, /login, /healthz; as 127.0.0.1: {own}"
 
 
 def check_scenario_bounds(_base: str) -> str:
@@ -262,52 +286,70 @@ def _run_processes(server_pid: int) -> list[psutil.Process]:
     return found
 
 
-def _slow_config(load_factor: float) -> dict:
-    """A what-if of the whole Philly trace with the LightGBM predictor ladder (about 15 s here)."""
-    config = ScenarioConfig(
-        dataset="philly", cluster="Philly", estimator="lightgbm", ladder=True, load_factor=load_factor
-    )
-    return config_to_dict(config)
+def _run_config(load_factor: float) -> dict:
+    """A what-if of the whole Philly trace (each load factor its own result)."""
+    return config_to_dict(ScenarioConfig(dataset="philly", cluster="Philly", load_factor=load_factor))
+
+
+def _held_first_run(server_pid: int, first: Run) -> list[psutil.Process]:
+    """Poll the first run as its page would until its process is there, then stop that process (SIGSTOP)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not (runs := _run_processes(server_pid)):
+        assert time.monotonic() < deadline, f"the first run did not start within {DEADLINE_S} s"
+        first.poll()
+        time.sleep(0.05)
+    for run in runs:
+        run.suspend()
+    return runs
+
+
+def _refusal_of_second(first: Run, second: Run) -> tuple[str, float]:
+    """Poll both runs until the second is answered; that answer and when the first was last polled."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        last_poll_s = time.monotonic()  # the server records the poll after this
+        first.poll()
+        answer = second.poll()
+        if answer:
+            return json.dumps(answer), last_poll_s
+        assert time.monotonic() < deadline, f"the second run was not answered within {DEADLINE_S} s"
+        time.sleep(1.0)
+
+
+def _ending(run: Run) -> str:
+    """The answer a poll of an ended run gets (its error or its result)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while (ending := json.dumps(run.poll())) == "{}":
+        assert time.monotonic() < deadline, f"the stopped run was not answered within {DEADLINE_S} s"
+        time.sleep(0.5)
+    return ending
 
 
 def check_runs(server_pid: int) -> Check:
     def check(base: str) -> str:
         viewer = _opener()
         _login(viewer, base, "vic", PASSWORDS["vic"])
-        first = _start_run(viewer, base, _slow_config(1.1))
-        deadline = time.monotonic() + 60
-        while not _run_processes(server_pid) and time.monotonic() < deadline:
-            first.poll()
-            time.sleep(1.0)
-        runs = _run_processes(server_pid)
-        assert runs, "the first run never started"
-        second = _start_run(viewer, base, _slow_config(1.2))
-        refusal = ""
-        last_poll_s = time.monotonic()
-        for _ in range(30):
-            first.poll()
-            last_poll_s = time.monotonic()
-            answer = second.poll()
-            if answer:
-                refusal = json.dumps(answer)
-                break
-            time.sleep(1.0)
-        assert "already running 1" in refusal, refusal[:300]
-        assert all(p.is_running() for p in runs), "the first run stopped while it was polled"
-        # From here the first run's page is "closed": no more polls.
-        _, alive = psutil.wait_procs(runs, timeout=RUN_UNPOLLED_S + 20)
-        waited_s = time.monotonic() - last_poll_s
+        first = _start_run(viewer, base, _run_config(1.1))
+        runs = _held_first_run(server_pid, first)
+        try:
+            second = _start_run(viewer, base, _run_config(1.2))
+            refusal, last_poll_s = _refusal_of_second(first, second)
+            assert "already running 1" in refusal, refusal[:300]
+            assert all(p.status() == psutil.STATUS_STOPPED for p in runs), "the first run stopped while polled"
+            # From here the first run's page is "closed": no more polls. Held, the run cannot end by itself.
+            _, alive = psutil.wait_procs(runs, timeout=DEADLINE_S)
+            waited_s = time.monotonic() - last_poll_s
+        finally:
+            for run in runs:
+                if run.is_running():
+                    run.resume()
         assert not alive, f"the unpolled run still runs after {waited_s:.0f} s"
-        ending = ""
-        for _ in range(20):
-            ending = json.dumps(first.poll())
-            if ending != "{}":
-                break
-            time.sleep(0.5)
+        assert waited_s >= RUN_UNPOLLED_S, f"the run stopped {waited_s:.1f} s after its last poll, before the limit"
+        ending = _ending(first)
         assert "nobody polled the run" in ending, f"the first run ended otherwise: {ending[:300]}"
         return (
-            f"a viewer's second run at once refused ('you are already running 1 ...'); the first run, no longer "
-            f"polled, stopped {waited_s:.1f} s after its last poll (limit {RUN_UNPOLLED_S} s)"
+            f"a viewer's second run at once refused ('you are already running 1 ...'); the first run (held), no "
+            f"longer polled, stopped {waited_s:.1f} s after its last poll (limit {RUN_UNPOLLED_S} s)"
         )
 
     return check
@@ -334,14 +376,15 @@ def _serve(data_dir: Path, cache_dir: Path, auth_file: Path) -> tuple[subprocess
     cmd = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "app:server"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"  # the default bind: loopback only
-    for _ in range(600):
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(f"{base}/healthz", timeout=2)
+            urllib.request.urlopen(f"{base}/healthz", timeout=10)
             return proc, base
         except OSError:
             time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("the server did not start")
+    raise RuntimeError(f"the server did not start within {DEADLINE_S} s")
 
 
 def main() -> int:
@@ -363,6 +406,7 @@ def main() -> int:
         "large bodies refused for viewers": check_body_limit,
         "malformed payloads get 4xx": check_malformed,
         "security headers and no-store": check_headers,
+        "a foreign Host header (DNS rebinding) gets 400 before auth": check_allowed_hosts,
         "what-if and sweep inputs bounded on the server": check_scenario_bounds,
         "zip bombs refused": check_zip_bomb,
         "delete does not follow links out": check_symlink_delete,

@@ -40,6 +40,7 @@ LONGEST_FILES_FIRST: tuple[str, ...] = (
     "tests/components/test_whatif_browser.py",
     "tests/components/test_views_browser.py",
     "tests/components/test_navigation_browser.py",
+    "tests/components/test_make_run_browser.py",
     "tests/components/test_hostile_urls.py",
     "tests/components/test_whatif_callbacks.py",
     "tests/components/test_run_limits.py",

@@ -26,6 +26,7 @@ from flask import g, request, session
 
 from components.server import login as auth_login
 from components.server.cache import recall, remember
+from components.server.hosts import ANONYMOUS_ROLE_ENV
 from components.server.throttle import HashBusy, Throttle, hash_slot
 from components.server.users import ROLES, UserRecord, UsersFileError, check_role, load_users, verify_password
 
@@ -56,7 +57,7 @@ class AuthSettings:
     secret_key: str | None = None
     session_hours: float = 12.0
     cookie_secure: bool = False
-    anonymous_role: str = VIEWER  # role of everyone when auth is off (`make run` sets admin on loopback)
+    anonymous_role: str = VIEWER  # role of everyone when auth is off (admin: loopback only, hosts.py)
 
     @property
     def enabled(self) -> bool:
@@ -76,7 +77,7 @@ class AuthSettings:
             secret_key=env.get("HELIOS_SECRET_KEY") or None,
             session_hours=_positive_float(env, "HELIOS_SESSION_HOURS", cls.session_hours),
             cookie_secure=env.get("HELIOS_COOKIE_SECURE", "0").lower() in ("1", "true", "yes"),
-            anonymous_role=check_role(env.get("HELIOS_ANONYMOUS_ROLE") or cls.anonymous_role),
+            anonymous_role=check_role(env.get(ANONYMOUS_ROLE_ENV) or cls.anonymous_role),
         )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analytics.store import DEFAULT_DATASET
+from components.server import hosts
 
 REDIS_URL_ENV = "HELIOS_REDIS_URL"
 
@@ -29,11 +30,15 @@ class Settings:
     # minutes only once a minute.
     run_unpolled_s: int = 90
     proxy_count: int = 0  # reverse proxies in front whose X-Forwarded-For names the client (0: ignore the header)
+    listen: tuple[str, ...] = ()  # where the server listens, as its launcher announced it (() = not known)
+    allowed_hosts: tuple[str, ...] = ()  # HELIOS_ALLOWED_HOSTS: the Host names answered (() = the default ones)
+    access_log: bool = True  # one JSON line per request on the helios.access logger (`make run` turns it off)
 
     @classmethod
     def from_env(cls) -> Settings:
         """Build settings from HELIOS_DATA_DIR, HELIOS_CACHE_DIR, HELIOS_REDIS_URL, HELIOS_CACHE_TIMEOUT_S, the run
-        limits (HELIOS_MAX_RUNS, HELIOS_MAX_RUNS_PER_USER, HELIOS_RUN_*) and HELIOS_PROXY_COUNT."""
+        limits (HELIOS_MAX_RUNS, HELIOS_MAX_RUNS_PER_USER, HELIOS_RUN_*), HELIOS_PROXY_COUNT, HELIOS_ALLOWED_HOSTS,
+        HELIOS_ACCESS_LOG and where the launcher said the server listens."""
         data = os.environ.get("HELIOS_DATA_DIR")
         return cls(
             data_dir=Path(data) if data else None,
@@ -47,7 +52,16 @@ class Settings:
             run_timeout_s=_bounded_int("HELIOS_RUN_TIMEOUT_S", cls.run_timeout_s, 10, 7 * 86_400),
             run_unpolled_s=_bounded_int("HELIOS_RUN_UNPOLLED_S", cls.run_unpolled_s, 5, 86_400),
             proxy_count=_bounded_int("HELIOS_PROXY_COUNT", cls.proxy_count, 0, 8),
+            listen=hosts.listen_addresses(),
+            allowed_hosts=hosts.parse_allowed_hosts(os.environ.get(hosts.ALLOWED_HOSTS_ENV, "")),
+            access_log=_flag("HELIOS_ACCESS_LOG", cls.access_log),
         )
+
+    @property
+    def host_names(self) -> tuple[str, ...]:
+        """The Host names answered (any other gets 400): allowed_hosts, else the loopback names and the hosts the
+        server listens on."""
+        return self.allowed_hosts or hosts.default_hosts(self.listen)
 
 
 def private_folder(path: Path) -> Path:
@@ -76,3 +90,16 @@ def _bounded_int(name: str, default: int, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ValueError(f"{name}={value}: expected {low} to {high}")
     return value
+
+
+def _flag(name: str, default: bool) -> bool:
+    """The on/off environment variable name (1/true/yes/on or 0/false/no/off; default when unset), refused with a
+    clear error otherwise."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={raw!r}: expected 1 or 0")

@@ -7,8 +7,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta
@@ -22,6 +20,7 @@ import pytest
 from analytics import db, store
 from tests import system
 from tests.system import CHROMIUM
+from tests.waiting import free_port, new_context, stop, wait_for, wait_until_serving
 
 CHROMIUM_ARGS: tuple[str, ...] = (
     "--headless",
@@ -291,7 +290,7 @@ def page(browser, request):
     screen ask for their content only once scrolled to, as for a user; a test marked `draw_all` gets every one at
     once (window.HELIOS_DRAW_ALL), as if scrolled through, to read content below the first screen
     (test_lazy_cards_draw_when_scrolled_into_view tests the scrolling itself)."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
+    context = new_context(browser, accept_downloads=True)
     if request.node.get_closest_marker("draw_all") is not None:
         context.add_init_script(DRAW_ALL_JS)
     tab = context.new_page()
@@ -307,46 +306,54 @@ def page(browser, request):
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the dashboard server exited with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"the dashboard server did not answer on {url} within {timeout_s:g} s")
-
-
 @contextmanager
 def _gunicorn(log_path: Path, env: dict[str, str], timeout_s: int = 60) -> Iterator[str]:
-    port = _free_port()
-    cmd = [sys.executable, "-m", "gunicorn", "app:server", "--workers", "1", "--threads", "4"]
+    port = free_port()
+    cmd = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "app:server", "--workers", "1", "--threads", "4"]
     cmd += ["--bind", f"127.0.0.1:{port}", "--timeout", str(timeout_s)]
     url = f"http://127.0.0.1:{port}"
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
         try:
-            _wait_until_up(url + "/", proc, timeout_s=40)
+            wait_until_serving(url + "/", proc, log_path)
             yield url
         finally:
-            proc.terminate()
-            proc.wait(timeout=15)
+            stop(proc)
 
 
 @pytest.fixture(scope="session")
 def gunicorn_app():
-    """A context manager serving the real app with gunicorn (1 worker, 4 threads) on a free loopback port."""
+    """A context manager serving the real app with gunicorn and the project's gunicorn.conf.py (1 worker, 4 threads)
+    on a free loopback port."""
     return _gunicorn
+
+
+@pytest.fixture
+def redis_url():
+    """A throw-away redis-server on a free loopback port (skipped without redis-server unless REQUIRE_REDIS=1)."""
+    system.require_program("Redis", "redis-server")
+    port = free_port()
+    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: _accepts(port), "redis-server accepting connections")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        stop(proc)
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session", name="free_port")
+def free_port_fixture():
+    """The free_port helper (a TCP port free on 127.0.0.1), for fixtures that start servers."""
+    return free_port
 
 
 # --- Recording every SQL text DuckDB receives (the hostile-input tests) --------------------------------

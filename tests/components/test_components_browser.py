@@ -8,6 +8,7 @@ import os
 import pytest
 
 from analytics.ingest.bundled import BUNDLED, PHILLY_JOBS, build
+from tests.waiting import new_context, open_settled, settle
 
 pytestmark = pytest.mark.browser
 
@@ -31,12 +32,6 @@ PAGES: tuple[str, ...] = ("/", "/cluster", "/jobs", "/users", "/compare", "/data
 PLOTS = ".js-plotly-plot .main-svg"
 
 
-def open_page(tab, url: str) -> None:
-    """Navigate and wait until the callbacks have settled."""
-    tab.goto(url)
-    tab.wait_for_load_state("networkidle")
-
-
 def trace_names(tab, title: str) -> list[str]:
     """The trace names of the figure whose title is `title`."""
     plot = tab.locator(".js-plotly-plot", has=tab.locator(f"text.gtitle:text-is('{title}')"))
@@ -49,12 +44,12 @@ def _slot(tab, name: str):
 
 def test_lazy_cards_draw_when_scrolled_into_view(browser, server_url):
     """The first screen's figures draw at once; a card below it asks for its figure only once scrolled to."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context = new_context(browser)
     tab = context.new_page()
     posted: list[str] = []
     tab.on("request", lambda r: posted.append(r.post_data or "") if "_dash-update-component" in r.url else None)
     try:
-        open_page(tab, server_url + "/cluster")
+        open_settled(tab, server_url + "/cluster")
         _slot(tab, "utilization").locator(".main-svg").first.wait_for()
         below = _slot(tab, "vc_util")
         assert below.locator(".main-svg").count() == 0
@@ -73,14 +68,14 @@ def test_lazy_cards_draw_when_scrolled_into_view(browser, server_url):
 )
 def test_a_table_below_the_first_screen_is_built_once_scrolled_to(browser, server_url, path, grid, rows_callback):
     """The job explorer and the leaderboard are not built, and their rows not asked for, until they come into view."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context = new_context(browser)
     tab = context.new_page()
     posted: list[str] = []
     tab.on("request", lambda r: posted.append(r.post_data or "") if "_dash-update-component" in r.url else None)
     errors: list[str] = []
     tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     try:
-        open_page(tab, server_url + path)
+        open_settled(tab, server_url + path)
         tab.locator(".js-plotly-plot .main-svg").first.wait_for()
         assert tab.locator(f"#{grid}").count() == 0
         assert not any(rows_callback in body for body in posted)
@@ -95,7 +90,7 @@ def test_a_table_below_the_first_screen_is_built_once_scrolled_to(browser, serve
 @pytest.mark.draw_all
 @pytest.mark.parametrize("path", PAGES)
 def test_every_page_opens_without_console_errors(page, server_url, path):
-    open_page(page, server_url + path)
+    open_settled(page, server_url + path)
     assert page.locator(".navbar-brand").inner_text() == "Helios Dashboard"
     if path in ("/cluster", "/jobs", "/users", "/compare"):
         page.wait_for_function(f"document.querySelectorAll('{PLOTS}').length >= 4")
@@ -115,7 +110,7 @@ ABSENT_ON: dict[tuple[str, str], str] = {
 @pytest.mark.parametrize("dataset", ["philly", "alibaba"])
 def test_bundled_datasets_say_what_they_lack_instead_of_zeros(page, server_url, dataset):
     for path in ("/", "/cluster", "/jobs", "/users"):
-        open_page(page, f"{server_url}{path}?ds={dataset}")
+        open_settled(page, f"{server_url}{path}?ds={dataset}")
         if path == "/":
             page.wait_for_selector(".cluster-card")
             cell = page.locator(".cluster-card dd").nth(3 if dataset == "philly" else 4)
@@ -129,13 +124,13 @@ def test_bundled_datasets_say_what_they_lack_instead_of_zeros(page, server_url, 
         if expected:
             page.wait_for_selector(f"text={expected}")
         assert page.locator("text=No jobs match the current filters.").count() == 0, (dataset, path)
-    open_page(page, f"{server_url}/data")
+    open_settled(page, f"{server_url}/data")
     assert page.locator(".works-with").count() >= 4
     assert page.errors == []
 
 
 def test_changing_a_filter_updates_the_url_and_the_figures(page, server_url):
-    open_page(page, server_url + "/jobs")
+    open_settled(page, server_url + "/jobs")
     page.wait_for_selector("text.gtitle:text-is('CPU job duration CDF')")
     assert trace_names(page, "CPU job duration CDF") == ["Earth", "Venus"]
     page.locator("label:has-text('GPU jobs')").first.click()
@@ -147,13 +142,13 @@ def test_changing_a_filter_updates_the_url_and_the_figures(page, server_url):
 
 def test_a_shared_url_restores_the_same_view(page, server_url):
     shared = server_url + "/jobs?ds=helios-synth&cluster=Venus&kind=gpu&gmin=2"
-    open_page(page, shared)
+    open_settled(page, shared)
     page.wait_for_selector("text.gtitle:text-is('GPU job duration CDF')")
     assert trace_names(page, "GPU job duration CDF") == ["Venus"]
     assert page.locator("#f-clusters").inner_text().strip().startswith("Venus")
     assert page.locator("#f-gpu-min").input_value() == "2"
     page.reload()
-    page.wait_for_load_state("networkidle")
+    settle(page)
     assert page.url == shared
     assert trace_names(page, "GPU job duration CDF") == ["Venus"]
     assert page.locator("#nav-users").get_attribute("href") == "/users?ds=helios-synth&cluster=Venus&kind=gpu&gmin=2"
@@ -161,7 +156,7 @@ def test_a_shared_url_restores_the_same_view(page, server_url):
 
 
 def test_clicking_a_vc_drills_the_dashboard_down_to_it(page, server_url):
-    open_page(page, server_url + "/cluster")
+    open_settled(page, server_url + "/cluster")
     _slot(page, "vc_util").scroll_into_view_if_needed()  # a card below the first screen: drawn once scrolled to
     title = "Utilisation per virtual cluster (click a VC to filter)"
     page.wait_for_selector(f"text.gtitle:text-is('{title}')")
@@ -170,14 +165,14 @@ def test_clicking_a_vc_drills_the_dashboard_down_to_it(page, server_url):
     plot.locator("g.trace.boxes path.box").first.click(force=True)
     page.wait_for_url("**vc=**")
     assert "vc=vcC" in page.url  # the largest VC comes first; all have 64 GPUs, so the first one is Earth/vcC
-    page.wait_for_load_state("networkidle")
+    settle(page)
     assert page.locator("#f-vcs").inner_text().strip().startswith("vcC")
     assert page.errors == []
 
 
 @pytest.mark.draw_all
 def test_the_job_explorer_pages_through_the_server(page, server_url):
-    open_page(page, server_url + "/jobs?cluster=Earth")
+    open_settled(page, server_url + "/jobs?cluster=Earth")
     page.wait_for_selector("#jobs-grid .ag-row")
     # the count can show a moment after the rows (CI read it empty once): wait for it too
     page.wait_for_function("document.querySelector('#jobs-status').innerText.trim().endsWith(' jobs')")
@@ -189,7 +184,7 @@ def test_the_job_explorer_pages_through_the_server(page, server_url):
 
 
 def test_the_compare_overlay_switch_draws_the_published_curves_and_lands_in_the_url(page, server_url):
-    open_page(page, server_url + "/compare")
+    open_settled(page, server_url + "/compare")
     title = "GPU job duration CDF"
     page.wait_for_selector(f"text.gtitle:text-is('{title}')")
     assert not any(n.endswith("(published)") for n in trace_names(page, title))
@@ -205,10 +200,10 @@ def test_the_compare_overlay_switch_draws_the_published_curves_and_lands_in_the_
 
 @pytest.mark.parametrize("path", PAGES)
 def test_pages_fit_a_phone_screen(browser, server_url, path):
-    context = browser.new_context(viewport={"width": 390, "height": 844})
+    context = new_context(browser, 390, 844)
     tab = context.new_page()
     try:
-        open_page(tab, server_url + path)
+        open_settled(tab, server_url + path)
         tab.wait_for_function("document.querySelectorAll('[data-dash-is-loading=true]').length === 0")
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390  # nothing sticks out sideways
         assert not tab.locator("#filter-collapse").is_visible()  # the filters start folded on a phone
@@ -225,12 +220,12 @@ def test_an_upload_through_the_data_page_is_ingested_and_reported(page, server_u
     rows = gzip.decompress(PHILLY_JOBS.read_bytes()).decode().splitlines(keepends=True)[:301]
     trace = tmp_path / "philly-head.csv"
     trace.write_text("".join(rows))
-    open_page(page, server_url + "/data")
+    open_settled(page, server_url + "/data")
     page.locator("#data-upload-name input, input#data-upload-name").first.fill("uploaded-philly")
     page.locator("#data-upload-format").click()
     page.get_by_role("listbox").get_by_role("option", name="philly", exact=True).click()
     page.locator("#data-upload input[type=file]").set_input_files(str(trace))
-    page.wait_for_selector("text=dataset uploaded-philly is ready", timeout=120_000)
+    page.wait_for_selector("text=dataset uploaded-philly is ready")
     assert page.locator("text=Data quality").count() >= 1
     assert page.locator("text=300 rows read, 300 kept.").count() == 1
     assert page.errors == []

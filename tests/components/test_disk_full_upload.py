@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.waiting import open_settled
+
 pytestmark = pytest.mark.browser
 
 DISK_MB = 16
@@ -84,8 +86,7 @@ def _state(data: Path) -> dict[str, str]:
 
 
 def _upload(tab, base: str, trace: Path, name: str) -> None:
-    tab.goto(base + "/data")
-    tab.wait_for_load_state("networkidle")
+    open_settled(tab, base + "/data")
     tab.locator("#data-upload-name input, input#data-upload-name").first.fill(name)
     tab.locator("#data-upload input[type=file]").set_input_files(str(trace))
 

@@ -4,44 +4,13 @@ the job id a run watches (a Celery task's id, else the job process's pid)."""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import time
 
 import pytest
 
 from components.server import heartbeats
 from components.server.runs import _job_id
 from components.server.settings import Settings
-from tests import system
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def redis_url():
-    system.require_program("Redis", "redis-server")
-    port = _free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.1)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+from tests.waiting import free_port
 
 
 def _round_trip(settings: Settings) -> None:
@@ -71,7 +40,7 @@ def test_redis_heartbeats_round_trip(tmp_path, redis_url):
 
 
 def test_an_unreachable_redis_vouches_for_no_heartbeat_but_stops_nothing(tmp_path):
-    settings = Settings(cache_dir=tmp_path, redis_url=f"redis://127.0.0.1:{_free_port()}/0")
+    settings = Settings(cache_dir=tmp_path, redis_url=f"redis://127.0.0.1:{free_port()}/0")
     assert heartbeats.last_beat_s(settings, "4242") is None  # the run then counts from its start
 
 

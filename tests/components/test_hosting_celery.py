@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,16 +24,11 @@ from components.shell import controls
 from components.whatif.state import default_form, form_to_config
 from sim.scenario import config_to_dict
 from tests import system
+from tests.waiting import free_port, wait_for, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _http(url: str, body: dict | None = None, timeout_s: float = 30) -> tuple[int, bytes]:
@@ -45,18 +39,6 @@ def _http(url: str, body: dict | None = None, timeout_s: float = 30) -> tuple[in
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
-
-
-def _wait_up(url: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if _http(url, timeout_s=5)[0] == 200:
-                return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet, or still importing the app
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"{url} did not answer within {timeout_s:g} s")
 
 
 class Processes:
@@ -90,7 +72,7 @@ def cluster(small_data, tmp_path) -> Iterator[dict]:
     """A local Redis, one Celery worker and two gunicorn hosts (one worker process each) over the small data."""
     system.require_program("Redis", "redis-server")
     procs = Processes(tmp_path)
-    redis_port, ports = _free_port(), (_free_port(), _free_port())
+    redis_port, ports = free_port(), (free_port(), free_port())
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
     env = {
         **os.environ,
@@ -124,7 +106,7 @@ def cluster(small_data, tmp_path) -> Iterator[dict]:
             procs.start(f"host-{name}", [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:server"], host_env)
         urls = [f"http://127.0.0.1:{p}" for p in ports]
         for url in urls:
-            _wait_up(url + "/healthz", 90)
+            wait_until_serving(url + "/healthz")
         yield {"a": urls[0], "b": urls[1], "redis_url": redis_url, "logs": tmp_path}
     finally:
         procs.stop_all()
@@ -173,7 +155,7 @@ def test_two_hosts_share_the_redis_query_cache(cluster):
     client = redis.Redis.from_url(cluster["redis_url"])
     keys = client.keys("helios:*")
     assert keys, "host A wrote nothing to the shared cache"
-    time.sleep(2.5)
+    wait_for(lambda: max(client.ttl(k) for k in keys) <= 98, "host A's entries 2 s older")  # 100 s when written
     from_b = _callback(cluster["b"], payload)
     assert from_b == from_a
     # Host B answered from the entries host A wrote: it rewrote none of them (their TTLs kept running down).
@@ -211,13 +193,12 @@ def test_a_whatif_run_queued_on_one_host_is_collected_on_the_other(cluster):
     handles = _callback(cluster["a"], payload, f"?endId={end_id}")
     assert {"cacheKey", "job"} <= set(handles), handles
     query = "?" + urllib.parse.urlencode({"endId": end_id, "cacheKey": handles["cacheKey"], "job": handles["job"]})
-    deadline = time.monotonic() + 120
-    while True:
+
+    def result() -> dict | None:
         out = _callback(cluster["b"], payload, query)
-        if "response" in out:
-            break
-        assert time.monotonic() < deadline, "the Celery worker did not finish the scenario within 120 s"
-        time.sleep(0.25)
+        return out if "response" in out else None
+
+    out = wait_for(result, "the Celery worker's result of the scenario, asked of host B", interval_s=0.25)
     status = out["response"]["whatif-status"]["children"]
     assert "fifo" in json.dumps(out["response"]["whatif-results"]) and status, out["response"].keys()
     assert re.search(r"Task background_callback_\w+\[[-\w]+\] succeeded", (cluster["logs"] / "celery.log").read_text())

@@ -7,19 +7,15 @@ import json
 import logging
 import os
 import runpy
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from components.server.access_log import LOGGER_NAME
 from components.server.users import UserRecord, hash_password, save_users
+from tests.waiting import DEADLINE_S, free_port, http_status, stop, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS = {"time", "method", "path", "status", "duration_ms", "user", "remote"}
@@ -44,6 +40,37 @@ def test_every_request_writes_one_json_line(ui, access_lines):
         ("GET", "/_dash-component-suites/nope/x.js", 404),
     ]
     assert all(set(r) == FIELDS and r["duration_ms"] >= 0 and r["remote"] == "127.0.0.1" for r in lines)
+
+
+def test_helios_access_log_0_writes_no_line_per_request(small_data, tmp_path, monkeypatch, access_lines):
+    from app import create_app
+    from components.server.settings import Settings
+
+    monkeypatch.setenv("HELIOS_ACCESS_LOG", "0")
+    settings = Settings.from_env()
+    assert settings.access_log is False
+    server = create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache", access_log=False)).server
+    assert server.test_client().get("/healthz").status_code == 200
+    assert access_lines() == []
+    monkeypatch.setenv("HELIOS_ACCESS_LOG", "maybe")
+    with pytest.raises(ValueError, match="HELIOS_ACCESS_LOG='maybe': expected 1 or 0"):
+        Settings.from_env()
+
+
+def test_make_run_serves_gunicorn_on_loopback_and_make_dev_the_debug_server():
+    """What `make run` and `make dev` would run (`make -n`); tests/components/test_make_run_browser.py runs the
+    first for real."""
+
+    def commands(*args: str) -> str:
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PORT")}
+        return subprocess.run(["make", "-n", *args], cwd=ROOT, env=env, capture_output=True, text=True).stdout
+
+    run = commands("run")
+    assert "gunicorn -c gunicorn.conf.py app:server" in run and "HELIOS_BIND_HOST=127.0.0.1 PORT=8050" in run
+    assert "--debug" not in run and "helios serve" not in run
+    assert "PORT=8060" in commands("run", "PORT=8060")
+    dev = commands("dev", "PORT=8060")
+    assert "helios serve --host 127.0.0.1 --port 8060 --debug" in dev and "gunicorn" not in dev
 
 
 def test_refused_requests_are_logged_with_the_user(small_data, tmp_path, monkeypatch, access_lines):
@@ -76,11 +103,28 @@ def test_only_serve_debug_turns_on_debug_mode(small_data, monkeypatch, argv, deb
     import dash
 
     import cli
+    from components.server import hosts
 
     seen = {}
     monkeypatch.setattr(dash.Dash, "run", lambda self, **kwargs: seen.update(kwargs))
+    monkeypatch.setenv(hosts.LISTEN_ENV, "")  # restored after the test: `serve` announces where it listens
     assert cli.main(argv) == 0
     assert seen["debug"] is debug and seen["dev_tools_ui"] is debug and seen["host"] == "127.0.0.1"
+    assert seen["dev_tools_disable_version_check"] is True  # the page's CSP refuses plotly.com: no console errors
+    assert os.environ[hosts.LISTEN_ENV] == "127.0.0.1:8050"
+
+
+def test_serve_refuses_anonymous_admin_off_loopback(small_data, monkeypatch, capsys):
+    import dash
+
+    import cli
+    from components.server import hosts
+
+    monkeypatch.setattr(dash.Dash, "run", lambda self, **kwargs: pytest.fail("served"))
+    monkeypatch.setenv(hosts.LISTEN_ENV, "")
+    monkeypatch.setenv(hosts.ANONYMOUS_ROLE_ENV, "admin")
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "9000"]) == 2
+    assert "HELIOS_ANONYMOUS_ROLE=admin makes every visitor an admin" in capsys.readouterr().err
 
 
 def test_the_procfile_runs_gunicorn_with_the_config_file():
@@ -115,27 +159,9 @@ def test_a_bad_gunicorn_setting_names_the_variable(monkeypatch):
         runpy.run_path(str(ROOT / "gunicorn.conf.py"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(url: str, timeout_s: float) -> int:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                return resp.status
-        except (urllib.error.URLError, ConnectionError, TimeoutError):  # a booting worker may not answer in 5 s
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
-
-
 @pytest.mark.slow
 def test_gunicorn_serves_the_app_with_json_request_logs(small_data, tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "PORT": str(port),
@@ -153,11 +179,10 @@ def test_gunicorn_serves_the_app_with_json_request_logs(small_data, tmp_path):
             [str(gunicorn), "-c", "gunicorn.conf.py", "app:server"], cwd=ROOT, env=env, stderr=err, stdout=err
         )
         try:
-            assert _wait_for(f"http://127.0.0.1:{port}/healthz", timeout_s=60) == 200
-            assert _wait_for(f"http://127.0.0.1:{port}/cluster?ds=helios-synth", timeout_s=10) == 200
+            wait_until_serving(f"http://127.0.0.1:{port}/healthz", proc, errors)
+            assert http_status(f"http://127.0.0.1:{port}/cluster?ds=helios-synth", timeout_s=DEADLINE_S) == 200
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+            stop(proc)
     lines = [json.loads(x) for x in errors.read_text().splitlines() if x.startswith("{")]
     assert {("/healthz", 200), ("/cluster", 200)} <= {(r["path"], r["status"]) for r in lines}
 
@@ -166,7 +191,7 @@ def test_a_stopped_redis_degrades_to_the_local_cache(small_data, tmp_path, caplo
     from app import create_app
     from components.server.settings import Settings
 
-    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     app = create_app(Settings(data_dir=small_data, cache_dir=tmp_path / "cache", redis_url=url))
     client = app.server.test_client()
     caplog.set_level(logging.WARNING, logger="components.server.cache")

@@ -14,7 +14,8 @@ import pytest
 from analytics import queries, store
 from analytics.filters import empty_state
 from components.shell import controls
-from tests.components.test_hosting_celery import Processes, _free_port, _http, _wait_up
+from tests.components.test_hosting_celery import Processes, _http
+from tests.waiting import free_port, wait_until_serving
 
 CHARTS = ("vc_util", "monthly", "duration_gpu", "conc_gpu")
 
@@ -34,7 +35,7 @@ def test_two_hosts_on_one_folder_derive_once_and_serve_the_same_numbers(tmp_path
     ds = store.open_dataset("helios-synth", shared)
     assert not queries.is_derived(ds)
     procs = Processes(tmp_path)
-    ports = (_free_port(), _free_port())
+    ports = (free_port(), free_port())
     try:
         for name, port in zip("ab", ports, strict=True):
             env = {
@@ -51,7 +52,7 @@ def test_two_hosts_on_one_folder_derive_once_and_serve_the_same_numbers(tmp_path
             procs.start(f"host-{name}", [gunicorn, "-c", "gunicorn.conf.py", "app:server"], env)
         urls = [f"http://127.0.0.1:{port}" for port in ports]
         for url in urls:
-            _wait_up(url + "/healthz", 120)
+            wait_until_serving(url + "/healthz")
         whole, earth = empty_state("helios-synth"), {**empty_state("helios-synth"), "clusters": ["Earth"]}
         for chart in CHARTS:
             (a_whole, b_whole), (a_earth, b_earth) = ([_figure(url, chart, s) for url in urls] for s in (whole, earth))

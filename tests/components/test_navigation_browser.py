@@ -18,6 +18,7 @@ from analytics.filters import parse_query, resolve_range, to_filter
 from analytics.ingest.bundled import build
 from tests.analytics import polars_ref
 from tests.components.conftest import make_jobs, make_vc_gpus
+from tests.waiting import new_context, open_settled, settle
 
 pytestmark = pytest.mark.browser
 
@@ -35,19 +36,6 @@ def nav_server(tmp_path_factory, chromium_path, write_small, gunicorn_app):
     env["HELIOS_ANONYMOUS_ROLE"] = "viewer"
     with gunicorn_app(root / "server.log", env) as url:
         yield url, data
-
-
-# The page's content is laid out and no callback is pending: on a loaded machine the network can be idle for 500 ms
-# before Dash sends its first callbacks, so "networkidle" alone may come before the page is there.
-SETTLED_JS = """() => { const content = document.getElementById('_pages_content');
-  return !!content && content.childElementCount > 0 && !document.querySelector('[data-dash-is-loading=true]'); }"""
-
-
-def _open(tab, url: str):
-    response = tab.goto(url)
-    tab.wait_for_load_state("networkidle")
-    tab.wait_for_function(SETTLED_JS)
-    return response
 
 
 def _explorer_count(tab) -> int:
@@ -68,7 +56,7 @@ def _oracle_count(data, search: str) -> int:
 def test_running_during_a_relative_range_stays_in_the_link_and_counts_like_the_reference(page, nav_server):
     url, data = nav_server
     search = "?ds=helios-synth&cluster=Earth&range=7d"
-    _open(page, f"{url}/jobs{search}")
+    open_settled(page, f"{url}/jobs{search}")
     note = page.locator("#window-note").inner_text()
     assert re.match(r"Last 7 days of the trace: 2020-04-1\d \d\d:\d\d – 2020-04-2\d \d\d:\d\d", note), note
     assert "not from today" in note
@@ -81,7 +69,7 @@ def test_running_during_a_relative_range_stays_in_the_link_and_counts_like_the_r
     running = _explorer_count(page)
     assert running == _oracle_count(data, search + "&time=running") and running > submitted
     page.reload()
-    page.wait_for_load_state("networkidle")
+    settle(page)
     assert _explorer_count(page) == running and page.locator("#window-note").count() == 1
     assert page.errors == []
 
@@ -89,7 +77,7 @@ def test_running_during_a_relative_range_stays_in_the_link_and_counts_like_the_r
 @pytest.mark.draw_all
 def test_running_during_on_a_trace_without_start_times_says_it_cannot_apply(page, nav_server):
     url, _ = nav_server
-    _open(page, f"{url}/jobs?ds=philly&range=30d&time=running")
+    open_settled(page, f"{url}/jobs?ds=philly&range=30d&time=running")
     alert = page.locator(".url-problem").inner_text()
     assert "time=running cannot be applied on dataset 'philly'" in alert and "no start times" in alert
     assert "Last 30 days of the trace" in page.locator("#window-note").inner_text()
@@ -112,7 +100,7 @@ def test_the_job_page_shows_the_record_timeline_and_who_held_the_gpus(page, nav_
     url, data = nav_server
     job = _a_waiting_job(data)
     holders = polars_ref.ref_wait_holders(store.open_dataset("helios-synth", data), job)
-    response = _open(page, f"{url}/jobs/{job['job_id']}?ds=helios-synth&cluster={job['cluster']}")
+    response = open_settled(page, f"{url}/jobs/{job['job_id']}?ds=helios-synth&cluster={job['cluster']}")
     assert response.status == 200
     record = page.locator("#job-record").inner_text()
     assert f"job id\t{job['job_id']}" in record and f"{job['queue']:,} s)" in record
@@ -135,7 +123,7 @@ def test_the_job_page_shows_the_record_timeline_and_who_held_the_gpus(page, nav_
 @pytest.mark.draw_all
 def test_job_ids_in_the_explorer_link_to_their_page(page, nav_server):
     url, _ = nav_server
-    _open(page, f"{url}/jobs?ds=helios-synth&cluster=Venus")
+    open_settled(page, f"{url}/jobs?ds=helios-synth&cluster=Venus")
     link = page.locator("#jobs-grid a.job-link").first
     link.wait_for()
     job_id = link.inner_text()
@@ -147,20 +135,20 @@ def test_job_ids_in_the_explorer_link_to_their_page(page, nav_server):
 
 def test_a_job_id_of_several_clusters_lists_them_and_a_missing_one_is_a_404(page, nav_server):
     url, _ = nav_server
-    _open(page, f"{url}/jobs/3?dataset=dup-ids")  # dataset= is read as ds=
+    open_settled(page, f"{url}/jobs/3?dataset=dup-ids")  # dataset= is read as ds=
     links = page.locator("#job-candidates a")
     assert sorted(links.all_inner_texts()) == ["Earth · job 3", "Venus · job 3"]
     links.first.click()
     page.wait_for_selector("#job-record")
-    response = _open(page, f"{url}/jobs/987654?ds=helios-synth")
+    response = open_settled(page, f"{url}/jobs/987654?ds=helios-synth")
     assert response.status == 404
     assert page.locator("#job-missing").inner_text() == "No job 987654 in dataset helios-synth."
-    assert _open(page, f"{url}/jobs/1?ds=helios-synth&cluster=Mars").status == 404
+    assert open_settled(page, f"{url}/jobs/1?ds=helios-synth&cluster=Mars").status == 404
 
 
 def test_every_ignored_url_value_is_named_with_its_reason(page, nav_server):
     url, _ = nav_server
-    _open(page, f"{url}/cluster?ds=nope&cluster=Venus,Mars&vc=vcZ&start=2020-02-30&gmin=9&gmax=2&time=later")
+    open_settled(page, f"{url}/cluster?ds=nope&cluster=Venus,Mars&vc=vcZ&start=2020-02-30&gmin=9&gmax=2&time=later")
     page.wait_for_selector(".url-problem")
     notes = page.locator(".url-problem").all_inner_texts()
     expected = (
@@ -174,16 +162,16 @@ def test_every_ignored_url_value_is_named_with_its_reason(page, nav_server):
     for text in expected:
         assert any(text in n for n in notes), (text, notes)
     assert page.locator("#f-clusters").inner_text().strip().startswith("Venus")
-    _open(page, f"{url}/cluster?ds=helios-synth&start=2031-01-01")
+    open_settled(page, f"{url}/cluster?ds=helios-synth&start=2031-01-01")
     assert "start=2031-01-01 is after the trace's last day" in page.locator(".url-problem").inner_text()
 
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_an_unknown_page_is_a_404_that_links_home(browser, nav_server, width):
     url, _ = nav_server
-    context = browser.new_context(viewport={"width": width, "height": 900})
+    context = new_context(browser, width)
     tab = context.new_page()
-    response = _open(tab, f"{url}/no-such-page?ds=helios-synth")
+    response = open_settled(tab, f"{url}/no-such-page?ds=helios-synth")
     assert response.status == 404
     assert tab.locator("#not-found h4").inner_text() == "Page not found"
     tab.locator("#not-found-home").click()

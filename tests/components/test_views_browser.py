@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import urllib.request
 
 import polars as pl
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from analytics import store
 from components.charts import figures, units
 from tests.components.conftest import CLUSTERS, make_jobs, make_vc_gpus
+from tests.waiting import DEADLINE_S, http_status, open_settled, settle
 
 pytestmark = pytest.mark.browser
 
@@ -47,14 +47,8 @@ def server_url(tmp_path_factory, chromium_path, write_small, gunicorn_app) -> st
     env["HELIOS_MAX_RUNS_PER_USER"] = "4"  # one address drives every test: a run left behind must not block the next
     env.pop("HELIOS_REDIS_URL", None)
     with gunicorn_app(root / "server.log", env, timeout_s=120) as url:
-        urllib.request.urlopen(url + "/", timeout=60).read()  # the first page view sets up the pages router
+        assert http_status(url + "/", timeout_s=DEADLINE_S) == 200  # the first page view sets up the pages router
         yield url
-
-
-def settle(tab, url: str) -> None:
-    """Open url and wait until its callbacks have settled."""
-    tab.goto(url)
-    tab.wait_for_load_state("networkidle")
 
 
 def grid_values(tab, grid_id: str, field: str) -> list:
@@ -75,12 +69,15 @@ def figure_lines(tab, title: str) -> dict[str, dict]:
 
 @pytest.mark.draw_all
 def test_the_leaderboard_sorts_and_filters_on_exact_values_shown_in_human_units(page, server_url):
-    settle(page, server_url + "/users")
+    open_settled(page, server_url + "/users")
     page.wait_for_selector("#users-board .ag-row")
     first = page.locator("#users-board .ag-row[row-index='0'] [col-id='gpu_time_s']")
     assert first.inner_text().endswith("GPU-h")  # human units on screen
     page.locator("#users-board .ag-header-cell[col-id='mean_gpu_queue_s'] .ag-header-cell-label").click()
-    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => { const v = []; dash_ag_grid.getApi('users-board').forEachNodeAfterFilterAndSort("
+        "n => v.push(n.data.mean_gpu_queue_s)); return v.length > 1 && v.every((x, i) => i === 0 || v[i - 1] <= x); }"
+    )
     queues = grid_values(page, "users-board", "mean_gpu_queue_s")
     assert queues == sorted(queues) and queues[0] < queues[-1]  # sorted by the number, not by "12 min" text
     cell = page.locator("#users-board .ag-row[row-index='0'] [col-id='mean_gpu_queue_s']")
@@ -93,7 +90,10 @@ def test_the_leaderboard_sorts_and_filters_on_exact_values_shown_in_human_units(
         await api.setColumnFilterModel('cluster', {filterType: 'text', type: 'equals', filter: 'Venus'});
         api.onFilterChanged(); }"""
     )
-    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => { const rows = []; dash_ag_grid.getApi('users-board').forEachNodeAfterFilterAndSort(n => rows.push(n));"
+        " return rows.length > 0 && rows.every(n => n.data.cluster === 'Venus'); }"
+    )
     assert set(grid_values(page, "users-board", "cluster")) == {"Venus"}
     assert page.locator("#users-board .ag-paging-panel").is_visible()  # paginated
     assert page.errors == []
@@ -101,7 +101,7 @@ def test_the_leaderboard_sorts_and_filters_on_exact_values_shown_in_human_units(
 
 @pytest.mark.draw_all
 def test_the_grid_export_writes_exact_values_and_quotes_formulas(page, server_url):
-    settle(page, server_url + "/users?ds=hostile")
+    open_settled(page, server_url + "/users?ds=hostile")
     page.wait_for_selector("#users-board .ag-row")
     with page.expect_download() as got:
         page.locator("#users-board-csv").click()
@@ -118,14 +118,14 @@ def test_the_grid_export_writes_exact_values_and_quotes_formulas(page, server_ur
 
 @pytest.mark.draw_all
 def test_numbers_read_in_human_units_with_the_exact_value_on_hover(page, server_url):
-    settle(page, server_url + "/")
+    open_settled(page, server_url + "/")
     page.wait_for_selector("#overview-table .ag-row")
     run = page.locator("#overview-table .ag-row[row-index='0'] [col-id='avg_run_time_gpu']")
     assert run.inner_text().split()[-1] in ("s", "min", "h", "d")  # "3 h 35 min", never raw seconds
     card = page.locator(".cluster-card").first
     gpu_time = card.locator("dd").last.locator("span")
     assert gpu_time.inner_text().endswith("GPU-h") and gpu_time.get_attribute("title").endswith("GPU-s")
-    settle(page, server_url + "/jobs")
+    open_settled(page, server_url + "/jobs")
     plot = page.locator(".js-plotly-plot", has=page.locator("text.gtitle:text-is('GPU job duration CDF')"))
     plot.wait_for()
     ticks = plot.locator(".xtick text").all_text_contents()
@@ -143,13 +143,13 @@ def test_numbers_read_in_human_units_with_the_exact_value_on_hover(page, server_
 
 
 def test_compare_draws_only_the_chosen_clusters_each_in_its_own_colour(page, server_url):
-    settle(page, server_url + "/compare?cmp=helios-synth,philly-mini&ref=1")
+    open_settled(page, server_url + "/compare?cmp=helios-synth,philly-mini&ref=1")
     title = "GPU job duration CDF"
     lines = figure_lines(page, title)
     assert {"helios-synth Earth", "helios-synth Venus", "philly-mini Philly"} <= set(lines)
     page.locator("#compare-clusters label:has-text('helios-synth Earth')").click()
     page.wait_for_url("**cmpc=**")
-    page.wait_for_load_state("networkidle")
+    settle(page)
     page.wait_for_function(
         "() => [...document.querySelectorAll('.js-plotly-plot')].some(p => p.data && p.data.length "
         "&& !p.data.some(t => t.name === 'helios-synth Earth') && p.data.some(t => t.name === 'helios-synth Venus'))"
@@ -160,35 +160,34 @@ def test_compare_draws_only_the_chosen_clusters_each_in_its_own_colour(page, ser
     assert venus["color"] == published["color"] == figures.cluster_color("Venus")  # not Earth's
     assert published["dash"] == "dash" and lines["philly-mini Philly"]["dash"] == "dot"
     page.reload()
-    page.wait_for_load_state("networkidle")
+    settle(page)
     assert "helios-synth Earth" not in figure_lines(page, title)  # the choice lives in the URL
-    settle(page, server_url + "/jobs?ds=helios-synth")
+    open_settled(page, server_url + "/jobs?ds=helios-synth")
     assert figure_lines(page, title)["Venus"]["color"] == venus["color"]  # the same colour on another page
     assert page.errors == []
 
 
 def test_whatif_has_one_dataset_picker_and_a_shareable_sweep(page, server_url):
-    settle(page, server_url + "/jobs")
+    open_settled(page, server_url + "/jobs")
     assert page.locator("#filter-bar").is_visible()
     sweep = "sx=load_factor&sxv=1,2&sy=policy&syv=fifo,sjf&sm=avg_queue_s&sweep=1"
     shared = f"{server_url}/whatif?ds=helios-synth&cluster=Earth&start=2020-04-10&end=2020-04-12&{sweep}"
-    settle(page, shared)
+    open_settled(page, shared)
     assert not page.locator("#filter-bar").is_visible()  # the What-if form's own dataset only
     assert page.locator("#f-dataset").is_hidden()
-    status = "document.getElementById('whatif-sweep-status').innerText"
-    page.wait_for_function(f"{status}.endsWith('rows')", timeout=120_000)  # sweep=1 ran it on load
+    status = "(document.getElementById('whatif-sweep-status')?.innerText || '')"
+    page.wait_for_function(f"{status}.endsWith('rows')")  # sweep=1 ran it on load
     graph = page.locator("#whatif-sweep-graph .js-plotly-plot")
     assert graph.evaluate("el => el.layout.yaxis.title.text").startswith("mean queue (")
     assert "avg_queue_s" not in graph.evaluate("el => el.layout.title.text")
     assert page.locator("#whatif-sweep-metric").inner_text().strip() == "mean queue"
     page.reload()
-    page.wait_for_load_state("networkidle")
-    page.wait_for_function(f"{status}.endsWith('from cache')", timeout=60_000)  # same result, from the cache
+    page.wait_for_function(f"{status}.endsWith('from cache')")  # same result, from the cache
     page.locator("#whatif-sweep-x-values").fill("1,1.5")
     page.locator("#whatif-sweep-run").click()
     page.wait_for_url("**sxv=1,1.5**")
     assert "sweep=1" in page.url and "cluster=Earth" in page.url
-    settle(page, f"{server_url}/whatif?ds=helios-synth&sm=nope&load=50")
+    open_settled(page, f"{server_url}/whatif?ds=helios-synth&sm=nope&load=50")
     alerts = page.locator(".alert-warning").all_inner_texts()
     assert any("sm='nope' must be one of" in a for a in alerts)
     assert any("load factor must be between 0.1 and 10, got 50" in a for a in alerts)
@@ -197,8 +196,8 @@ def test_whatif_has_one_dataset_picker_and_a_shareable_sweep(page, server_url):
 
 def test_whatif_results_name_metrics_in_words(page, server_url):
     url = f"{server_url}/whatif?ds=helios-synth&cluster=Venus&start=2020-04-10&end=2020-04-12&pol=fifo,sjf&run=1"
-    settle(page, url)
-    page.wait_for_selector("#whatif-row-fifo", timeout=120_000)
+    open_settled(page, url)
+    page.wait_for_selector("#whatif-row-fifo")
     head = page.locator("th.metric-head", has_text="mean JCT").first
     assert "job completion time" in head.get_attribute("title")
     header_text = " ".join(page.locator("th.metric-head").all_inner_texts())
@@ -216,7 +215,7 @@ def test_whatif_results_name_metrics_in_words(page, server_url):
 
 
 def test_the_data_page_speaks_plainly_and_keeps_its_admin_actions(page, server_url):
-    settle(page, server_url + "/data")
+    open_settled(page, server_url + "/data")
     card = page.locator('[id="dataset-helios-synth"]')
     text = card.inner_text()
     assert " jobs on 2 clusters, submitted 01 Apr 2020 → 22 Apr 2020" in text

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from tests.waiting import DEADLINE_S, open_settled, settle, wait_for
+
 pytestmark = pytest.mark.browser
 
 BIG_JOBS = 40_000  # enough history that LightGBM + the predictor ladder take seconds
@@ -72,15 +74,14 @@ def _run_cancel_reload(tab, server):
     from components.whatif.run import results_cache
 
     base, settings = server
-    tab.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth")
-    tab.wait_for_load_state("networkidle")
+    open_settled(tab, f"{base}/whatif?ds=helios-synth&cluster=Earth")
     # Fill the form: two policies only, 1.5 x the VC capacity.
     tab.locator("#whatif-policies label:text-is('srtf')").click()
     tab.locator("#whatif-policies label:text-is('qssf')").click()
     tab.locator("#whatif-capacity").fill("1.5")
     tab.evaluate(WATCH_PROGRESS)
     tab.locator("#whatif-run").click()
-    tab.wait_for_selector("#whatif-row-sjf", timeout=60_000)
+    tab.wait_for_selector("#whatif-row-sjf")
     tab.wait_for_function("document.getElementById('whatif-status').innerText.startsWith('ran in')")
     progress = tab.evaluate("window.__progress")
     assert progress["shown"] and max(progress["values"], default=0) > 0
@@ -89,7 +90,8 @@ def _run_cancel_reload(tab, server):
     first_table = _table(tab)
     assert [row.split("\t")[0] for row in first_table] == ["recorded", "fifo", "sjf"]
     tab.wait_for_selector("#whatif-graph-jct-cdf .main-svg")
-    time.sleep(1.0)
+    tab.wait_for_selector("#whatif-run:not([disabled])")
+    settle(tab)  # the check for a lost run (a clientside callback that waits for a result to land) has run
     assert tab.locator("#whatif-error").inner_text() == ""  # a finished run is not reported as lost
     # A second scenario (LightGBM + predictor ladder) is cancelled before its page has heard back from the server
     # that the job started: Dash's own cancel cannot name that job yet, so the run's token must stop it.
@@ -100,13 +102,13 @@ def _run_cancel_reload(tab, server):
     tab.wait_for_function("document.getElementById('whatif-status').innerText === 'cancelled'")
     assert "est=lightgbm" in tab.url and "ladder=1" in tab.url
     assert _table(tab) == first_table
-    time.sleep(1.0)
+    settle(tab)
     assert tab.locator("#whatif-status").inner_text() == "cancelled"
     assert tab.locator("#whatif-error").inner_text() == ""  # a cancelled run is not reported as lost
     assert results_cache(settings).get(_cached_key(tab.url, settings)) is None  # the job was stopped
     # The shared link restores the first scenario, straight from the cache.
     tab.goto(shared)
-    tab.wait_for_selector("#whatif-row-sjf", timeout=30_000)
+    tab.wait_for_selector("#whatif-row-sjf")
     tab.wait_for_function("document.getElementById('whatif-status').innerText.startsWith('from cache')")
     assert _table(tab) == first_table
     assert tab.locator("#whatif-capacity").input_value() == "1.5"
@@ -120,12 +122,12 @@ def _cancel_before_the_server_hears(tab, prefix: str, trigger: str) -> None:
     then let the request through and wait for Run to come back."""
     held = _hold_first_start_of(tab, trigger)
     tab.locator(f"#{prefix}-run").click()
-    tab.wait_for_selector(f"#{prefix}-cancel:not([disabled])", timeout=30_000)
-    _wait_until(tab, lambda: held)
+    tab.wait_for_selector(f"#{prefix}-cancel:not([disabled])")
+    _wait_until(tab, lambda: held, "the request that starts the job")
     tab.locator(f"#{prefix}-cancel").click()
     tab.wait_for_function(f"document.getElementById('{prefix}-status').innerText === 'cancelled'")
     held[0].continue_()  # now the server hears of the run, after its cancel
-    tab.wait_for_selector(f"#{prefix}-run:not([disabled])", timeout=30_000)
+    tab.wait_for_selector(f"#{prefix}-run:not([disabled])")
 
 
 def _hold_first_start_of(tab, trigger: str) -> list:
@@ -145,10 +147,12 @@ def _hold_first_start_of(tab, trigger: str) -> list:
     return held
 
 
-def _wait_until(tab, condition, timeout_s: float = 30.0) -> None:
-    deadline_s = time.monotonic() + timeout_s
+def _wait_until(tab, condition, what: str) -> None:
+    """Wait for condition while the tab's event handlers (its routes) keep running: Playwright's sync API runs them
+    only while the test is inside one of its calls."""
+    deadline_s = time.monotonic() + DEADLINE_S
     while not condition():
-        assert time.monotonic() < deadline_s, "timed out"
+        assert time.monotonic() < deadline_s, f"{what}: not within {DEADLINE_S:g} s"
         tab.wait_for_timeout(50)
 
 
@@ -158,18 +162,17 @@ def test_sweep_mode_charts_a_metric_over_the_grid(page, server):
 
 def _sweep(tab, server) -> None:
     base, _ = server
-    tab.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth")
-    tab.wait_for_load_state("networkidle")
+    open_settled(tab, f"{base}/whatif?ds=helios-synth&cluster=Earth")
     tab.locator("#whatif-sweep-x-values").fill("1,2")
     tab.locator("#whatif-sweep-y-values").fill("fifo,sjf")
     # Cancelled before the server hears of it, the sweep never runs.
     _cancel_before_the_server_hears(tab, "whatif-sweep", "whatif-sweep-request.data")
-    time.sleep(1.0)
+    settle(tab)
     assert tab.locator("#whatif-sweep-status").inner_text() == "cancelled"
     assert tab.locator("#whatif-sweep-graph .js-plotly-plot").evaluate("el => el.data.length") == 0
     tab.unroute("**/_dash-update-component*")
     tab.locator("#whatif-sweep-run").click()
-    tab.wait_for_function("document.getElementById('whatif-sweep-status').innerText.endsWith('rows')", timeout=120_000)
+    tab.wait_for_function("document.getElementById('whatif-sweep-status').innerText.endsWith('rows')")
     names = tab.locator("#whatif-sweep-graph .js-plotly-plot").evaluate("el => el.data.map(t => t.name)")
     assert names == ["fifo", "sjf"]
     assert tab.errors == []
@@ -197,20 +200,16 @@ def _kill_mid_run(tab, server) -> None:
     page must say the run was lost, not stay "running…". (A job that outlives a worker killed alone is picked up by
     the retried poll of assets/poll_retry.js and shows its result.)"""
     base, _ = server
-    tab.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth&est=lightgbm&ladder=1&cap=1.25")
-    tab.wait_for_load_state("networkidle")
+    open_settled(tab, f"{base}/whatif?ds=helios-synth&cluster=Earth&est=lightgbm&ladder=1&cap=1.25")
     tab.locator("#whatif-run").click()
-    tab.wait_for_selector("#whatif-cancel:not([disabled])", timeout=30_000)
+    tab.wait_for_selector("#whatif-cancel:not([disabled])")
     workers = _workers(base)
     assert workers, "no gunicorn worker found"
-    deadline = time.monotonic() + 30
-    while not any(_run_jobs(w) for w in workers):
-        assert time.monotonic() < deadline, "the run started no job under a worker"
-        time.sleep(0.05)
+    wait_for(lambda: any(_run_jobs(w) for w in workers), "a job of the run forked by a worker", interval_s=0.05)
     for worker in workers:
         for process in [*worker.children(recursive=True), worker]:
             process.kill()
-    tab.wait_for_selector("#whatif-run:not([disabled])", timeout=30_000)
+    tab.wait_for_selector("#whatif-run:not([disabled])")
     tab.wait_for_function("document.getElementById('whatif-error').innerText.includes('without a result')")
     assert tab.locator("#whatif-status").inner_text() == "failed"
     assert tab.locator("#whatif-results table").count() == 0
@@ -235,11 +234,10 @@ def test_a_progress_poll_cut_by_a_network_error_is_tried_again(page, server):
             route.continue_()
 
     page.route("**/_dash-update-component?*job=*", cut_twice)
-    page.goto(f"{base}/whatif?ds=helios-synth&cluster=Earth&pol=fifo,sjf&cap=1.3")
-    page.wait_for_load_state("networkidle")
+    open_settled(page, f"{base}/whatif?ds=helios-synth&cluster=Earth&pol=fifo,sjf&cap=1.3")
     page.locator("#whatif-run").click()
     try:
-        page.wait_for_selector("#whatif-row-sjf", timeout=60_000)
+        page.wait_for_selector("#whatif-row-sjf")
     except Exception as exc:
         raise AssertionError(f"{exc}\n{_explain(page)}") from exc
     assert len(cut) == 2
@@ -258,10 +256,8 @@ def test_a_shared_link_with_a_run_and_a_sweep_shows_both(page, server):
     base, _ = server
     page.goto(base + SHARED_RUN_AND_SWEEP)
     try:
-        page.wait_for_selector("#whatif-row-sjf", timeout=120_000)
-        page.wait_for_function(
-            "document.getElementById('whatif-sweep-status').innerText.endsWith('rows')", timeout=120_000
-        )
+        page.wait_for_selector("#whatif-row-sjf")
+        page.wait_for_function("document.getElementById('whatif-sweep-status').innerText.endsWith('rows')")
     except Exception as exc:
         raise AssertionError(f"{exc}\n{_explain(page)}") from exc
     assert page.locator("#whatif-error").inner_text() == ""

@@ -2,41 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
 from types import SimpleNamespace
 
-import pytest
-
 from components.whatif.run import SharedResults, results_cache
-from tests import system
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def redis_url():
-    """A throw-away redis-server on a free loopback port."""
-    system.require_program("Redis", "redis-server")
-    port = _free_port()
-    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+from tests.waiting import free_port
 
 
 def _host(tmp_path, name: str, url: str | None):
@@ -58,7 +27,7 @@ def test_without_redis_each_host_keeps_its_own(tmp_path):
 
 
 def test_an_unreachable_redis_falls_back_to_the_local_cache(tmp_path, caplog):
-    host = _host(tmp_path, "a", f"redis://127.0.0.1:{_free_port()}/0")
+    host = _host(tmp_path, "a", f"redis://127.0.0.1:{free_port()}/0")
     host.set("k1", "kept")
     assert host.get("k1") == "kept"
     assert "Redis unreachable" in caplog.text
