@@ -18,12 +18,14 @@ from components.server.hardening import install_hardening
 from components.server.health import install_health
 from components.server.heartbeats import install_heartbeats
 from components.server.settings import Settings, private_folder
+from components.server.transfer import install_transfer
 from components.shell import callbacks
 from components.shell import layout as shell
 
 
 def create_app(settings: Settings | None = None) -> Dash:
-    """Build the dashboard: pages, callbacks, query cache, CSV export, /healthz, request log and access control."""
+    """Build the dashboard: pages, callbacks, query cache, CSV export, /healthz, request log, access control and
+    compressed, cached answers."""
     settings = settings or Settings.from_env()
     private_folder(settings.cache_dir)
     app = Dash(
@@ -50,6 +52,7 @@ def create_app(settings: Settings | None = None) -> Dash:
     install_error_handlers(app.server)
     install_auth(app.server, AuthSettings.from_env())
     install_hardening(app.server, settings)
+    install_transfer(app)
     install_heartbeats(app.server)
     install_page_status(app.server, app.config.routes_pathname_prefix)
     run_first_request_setup(app.server)
