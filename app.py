@@ -56,6 +56,7 @@ def create_app(settings: Settings | None = None) -> Dash:
     install_heartbeats(app.server)
     install_page_status(app.server, app.config.routes_pathname_prefix)
     run_first_request_setup(app.server)
+    app.validation_layout = shell.id_skeleton(app.validation_layout)
     return app
 
 
