@@ -21,7 +21,7 @@ from analytics.queries.jobs import POOLED_HELIOS, POOLED_OTHERS
 from analytics.store import Dataset
 
 log = logging.getLogger(__name__)
-ROLLUPS_PART = "rollups"
+ROLLUPS_PART = "rollups-2"  # the number changes when a rollup's columns do (2: utilisation minima and maxima)
 Query = Callable[..., pl.DataFrame]  # (ds, flt, **options) -> frame
 # What the pages ask for a whole dataset: query name and options (the cards, charts and tables of every page).
 PAGE_QUERIES: tuple[tuple[str, dict[str, str]], ...] = (

@@ -244,11 +244,15 @@ def _minute_times(grid: MinuteGrid) -> pl.Series:
     ).alias("time")
 
 
+EXTREMES: tuple[str, ...] = ("gpu_utilization_min", "gpu_utilization_max")  # of the minutes in a bucket
+
+
 def utilization_resampled(ds: Dataset, flt: JobFilter = NO_FILTER, every: str = "1h") -> pl.DataFrame:
-    """The per-minute utilisation columns averaged per cluster over buckets of `every` (10m, 1h, 1d...), for charts."""
+    """The per-minute utilisation columns averaged per cluster over buckets of `every` (10m, 1h, 1d...), with the
+    lowest and highest minute's GPU utilisation of each bucket (so that a chart drawing the bucket keeps its peaks)."""
     if not _EVERY_RE.match(every):
         raise ValueError(f"every must look like 10m, 1h, 1d, 1w or 1mo, got {every!r}")
-    value_cols = [c for c in UTIL_SCHEMA if c not in ("cluster", "time")]
+    value_cols = [c for c in UTIL_SCHEMA if c not in ("cluster", "time")] + list(EXTREMES)
     out_schema = {"cluster": pl.String(), "time": schema.TIMESTAMP, **dict.fromkeys(value_cols, pl.Float64())}
     grid = _minute_grid(ds, flt)
     if grid is None:
@@ -259,6 +263,14 @@ def utilization_resampled(ds: Dataset, flt: JobFilter = NO_FILTER, every: str = 
     group = np.concatenate([[0], np.cumsum(stamps[1:] != stamps[:-1])])
     arrays = {**grid.counts, "total_gpu_num": grid.total, **grid.shares}
     out = _grouped_means(grid.clusters, group, labels.unique(maintain_order=True), arrays, "time", scale=1.0)
+    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+    share = grid.shares["gpu_utilization"]
+    with np.errstate(invalid="ignore"):  # fmin/fmax skip unknown (NaN) minutes; a bucket of only those stays NaN
+        extremes = {
+            EXTREMES[0]: np.fmin.reduceat(share, starts, axis=1).ravel(),
+            EXTREMES[1]: np.fmax.reduceat(share, starts, axis=1).ravel(),
+        }
+    out = out.with_columns(pl.Series(k, v, nan_to_null=True) for k, v in extremes.items())
     return out.select(out_schema.keys()).cast(out_schema)  # type: ignore[arg-type]
 
 
