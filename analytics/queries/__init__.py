@@ -35,7 +35,6 @@ from analytics.queries.jobs import (
 from analytics.queries.series import (
     diurnal_utilization,
     monthly_utilization,
-    overview_every,
     throughput_10min,
     utilization_minutes,
     utilization_resampled,
@@ -93,7 +92,7 @@ def derive(ds: Dataset) -> None:
     """Write what every process of every host then only reads, once per dataset version: the column files, the
     rollups of the pages' queries and the pickers' catalog (each skipped when present or the folder is read-only)."""
     colstore.column_files(ds)
-    rollups.write(ds, {**COMPUTED, "active_users": _active_users}, overview_every)
+    rollups.write(ds, {**COMPUTED, "active_users": _active_users})
     catalog.write(ds)
 
 
@@ -109,6 +108,5 @@ __all__ = [
     "active_users",
     "derive",
     "is_derived",
-    "overview_every",
     *QUERIES,
 ]

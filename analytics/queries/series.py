@@ -56,17 +56,6 @@ VC_UTIL_SCHEMA: dict[str, pl.DataType] = {
     **dict.fromkeys(("norm_avg_duration_pct", "norm_avg_queue_pct"), pl.Float64()),
 }
 _EVERY_RE = re.compile(r"^[1-9][0-9]{0,3}(m|h|d|w|mo)$")
-OVERVIEW_STEPS: tuple[tuple[str, int], ...] = (("1h", 3600), ("6h", 6 * 3600), ("12h", 12 * 3600), ("1d", 86_400))
-MAX_OVERVIEW_POINTS = 5_000  # per cluster and series: a whole period a browser still draws without lag
-
-
-def overview_every(span_s: float) -> str:
-    """The step a series over span_s seconds is drawn with: hourly, or coarser where that would give more than
-    MAX_OVERVIEW_POINTS points (a multi-year trace), weekly at most."""
-    for every, step_s in OVERVIEW_STEPS:
-        if span_s / step_s <= MAX_OVERVIEW_POINTS:
-            return every
-    return "1w"
 
 
 @dataclass(frozen=True)
