@@ -168,3 +168,13 @@ def test_the_bucket_is_the_shortest_that_fits_the_width():
     assert decimate.step_for(86_400, 500) == "5m"
     assert decimate.step_for(21 * 86_400, 1800, finest="1h") == "1h"
     assert decimate.step_for(100 * 365 * 86_400, 200) == decimate.STEPS_MIN[-1][0]
+
+
+def test_the_viewport_cookie_sets_the_thinned_cards_spec(ui):
+    ui.client.set_cookie(decimate.VIEWPORT_COOKIE, "390")
+    specs = {s["name"]: s for s in ui.specs(ui.page("/cluster", "?ds=helios-synth"))}
+    assert specs["utilization"][charts.VIEWPORT] == specs["running_queued"][charts.VIEWPORT] == 640
+    assert charts.VIEWPORT not in specs["heatmap"]
+    ui.client.set_cookie(decimate.VIEWPORT_COOKIE, "<script>")
+    again = {s["name"]: s for s in ui.specs(ui.page("/cluster", "?ds=helios-synth"))}
+    assert again["utilization"][charts.VIEWPORT] == decimate.DEFAULT_VIEWPORT_PX
