@@ -17,6 +17,7 @@ VIEWPORT_STEP_PX = 320  # viewports are rounded up to a multiple of this: a few 
 MIN_VIEWPORT_PX, MAX_VIEWPORT_PX = 320, 3840
 DEFAULT_VIEWPORT_PX = 1920  # without the cookie (a first request from a script, a test client)
 FULL_WIDTH_CHROME_PX = 120  # page and card padding and the plot's side margins of a full-width figure card
+LG_PX = 992  # Bootstrap's lg breakpoint: from it on, a card of an lg=6 column is half the page wide
 # The bucket lengths a series is thinned to, in minutes: the smallest giving no more buckets than pixels is taken.
 STEPS_MIN: tuple[tuple[str, int], ...] = (
     ("1m", 1),
@@ -54,9 +55,12 @@ def viewport_class(raw: Any) -> int:
     return min(max(rounded, MIN_VIEWPORT_PX), MAX_VIEWPORT_PX)
 
 
-def plot_width_px(viewport_px: Any) -> int:
-    """The plot area's width of a full-width figure card in a viewport of this width class."""
-    return max(viewport_class(viewport_px) - FULL_WIDTH_CHROME_PX, MIN_VIEWPORT_PX - FULL_WIDTH_CHROME_PX)
+def plot_width_px(viewport_px: Any, lg_share: float = 1.0) -> int:
+    """The plot area's width of a figure card in a viewport of this width class: a full-width card, or one taking
+    lg_share of the row from the lg breakpoint on."""
+    viewport = viewport_class(viewport_px)
+    share = lg_share if viewport >= LG_PX else 1.0
+    return max(int(viewport * share) - FULL_WIDTH_CHROME_PX, MIN_VIEWPORT_PX - FULL_WIDTH_CHROME_PX)
 
 
 def step_for(span_s: float, width_px: int, finest: str = "1m") -> str:
@@ -68,14 +72,27 @@ def step_for(span_s: float, width_px: int, finest: str = "1m") -> str:
     return STEPS_MIN[-1][0]
 
 
-def envelope(df: pl.DataFrame, every: str, series: Mapping[str, tuple[str, str]]) -> pl.DataFrame:
-    """Per cluster and bucket of `every`: for each series name -> (low column, high column) of df, the lowest low
-    (name_low) and the highest high (name_high), with the bucket's start (time) and length (STEP_COLUMN)."""
+def envelope(
+    df: pl.DataFrame, every: str, series: Mapping[str, tuple[str, str]], group: str = "cluster"
+) -> pl.DataFrame:
+    """Per group (a cluster, a scheme) and bucket of `every`: for each series name -> (low column, high column) of
+    df, the lowest low (name_low) and the highest high (name_high), with the bucket's start (time) and length
+    (STEP_COLUMN)."""
     out_cols = [f"{name}{LOW}" for name in series] + [f"{name}{HIGH}" for name in series]
     lows = [pl.col(lo).min().alias(f"{name}{LOW}") for name, (lo, _) in series.items()]
     highs = [pl.col(hi).max().alias(f"{name}{HIGH}") for name, (_, hi) in series.items()]
-    out = df.group_by("cluster", pl.col("time").dt.truncate(every), maintain_order=True).agg(*lows, *highs)
+    out = df.group_by(group, pl.col("time").dt.truncate(every), maintain_order=True).agg(*lows, *highs)
     return out.with_columns(pl.col(out_cols).cast(pl.Float64), pl.lit(STEP_S[every], pl.Int64).alias(STEP_COLUMN))
+
+
+def thin(
+    df: pl.DataFrame, width_px: int, series: Mapping[str, tuple[str, str]], group: str = "cluster", finest: str = "1m"
+) -> pl.DataFrame:
+    """df's series (sampled every `finest`) cut to no more buckets over its time span than width_px (envelope)."""
+    if df.is_empty():
+        return envelope(df, finest, series, group)
+    span_s = (df["time"].max() - df["time"].min()).total_seconds() + STEP_S[finest]
+    return envelope(df, step_for(span_s, width_px, finest), series, group)
 
 
 BOTH = 2  # a point's kind (interleaved): 0 the bucket's low, 1 its high, BOTH its only value (low = high)

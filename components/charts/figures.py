@@ -118,8 +118,7 @@ def _range_lines(
         times = epoch_ms(part["time"])
         steps = [units.duration(s) for s in part[decimate.STEP_COLUMN].to_list()]
         for col, dash, label, scale in lines:
-            low, high = (part[col + end].fill_null(np.nan).to_numpy() for end in decimate.ENDS)
-            bucket, values, kind = decimate.interleaved(low, high)
+            bucket, values, kind = range_points(part, col)
             texts = [
                 RANGE_TEXTS[k].format(of=of, step=steps[b]) for k, b in zip(kind.tolist(), bucket.tolist(), strict=True)
             ]
@@ -137,7 +136,13 @@ def _range_lines(
             )
 
 
-def _steps_note(df: pl.DataFrame, of: str, of_s: int) -> str:
+def range_points(part: pl.DataFrame, series: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A thinned series' points (decimate.interleaved of its _low and _high columns): bucket indices, values, kinds."""
+    low, high = (part[series + end].fill_null(np.nan).to_numpy() for end in decimate.ENDS)
+    return decimate.interleaved(low, high)
+
+
+def steps_note(df: pl.DataFrame, of: str, of_s: int) -> str:
     """A time figure's subtitle: its points are each bucket's lowest and highest <of> (a value every of_s seconds),
     with the buckets' length (the zoomed window's, then the rest's)."""
     steps = sorted(df[decimate.STEP_COLUMN].unique().to_list())
@@ -156,7 +161,7 @@ def utilization_figure(df: pl.DataFrame) -> go.Figure:
     _range_lines(fig, df, (("gpu_utilization", None, "", 100),), "minute", "%{y:.1f} %")
     fig.update_xaxes(rangeslider={"visible": True, "thickness": 0.08}, type="date")
     fig.update_yaxes(range=[0, 105], ticksuffix=" %")
-    return style(fig, title + _steps_note(df, "minute", units.MINUTE_S), "time", "GPU utilisation (%)")
+    return style(fig, title + steps_note(df, "minute", units.MINUTE_S), "time", "GPU utilisation (%)")
 
 
 def running_queued_figure(df: pl.DataFrame) -> go.Figure:
@@ -169,7 +174,7 @@ def running_queued_figure(df: pl.DataFrame) -> go.Figure:
     lines = (("running_gpujob_num", "solid", "running", 1), ("queued_gpujob_num", "dot", "queued", 1))
     _range_lines(fig, df, lines, "hourly mean", "%{y:.0f} jobs")
     fig.update_xaxes(type="date")
-    return style(fig, title + _steps_note(df, "hourly mean", units.HOUR_S), "time", "GPU jobs")
+    return style(fig, title + steps_note(df, "hourly mean", units.HOUR_S), "time", "GPU jobs")
 
 
 def _group_lines(

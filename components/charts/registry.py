@@ -76,12 +76,10 @@ def thinned(
     the chart's width the lowest and highest value of each series (decimate.envelope), the zoomed window's buckets
     cut to its own width."""
     width_px = decimate.plot_width_px(spec.get(VIEWPORT))
-    if df.is_empty():
-        return decimate.envelope(df, HOURLY, series)
+    if window is None or df.is_empty():
+        return decimate.thin(df, width_px, series, finest=HOURLY)
     span_s = (df["time"].max() - df["time"].min()).total_seconds() + decimate.STEP_S[HOURLY]
     whole = decimate.step_for(span_s, width_px, finest=HOURLY)
-    if window is None:
-        return decimate.envelope(df, whole, series)
     inside = pl.col("time").is_between(*window)
     fine = decimate.step_for((window[1] - window[0]).total_seconds(), width_px)
     parts = [decimate.envelope(df.filter(~inside), whole, series), decimate.envelope(df.filter(inside), fine, series)]
