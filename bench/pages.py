@@ -16,8 +16,9 @@ card and table of a page is in view and drawn. Per link (CDP network throttling:
 
 For each it prints the seconds, the bytes on the wire (CDP encodedDataLength: bodies as sent, headers included),
 the requests made and those answered from the browser's cache, and the largest answer (its wire and decoded bytes);
-then the page HTML's size and the verdict against the budgets (emulated link only): first visit <= 1.5 s, revisit
-<= 0.5 s, new filter <= 1.0 s at 1x and <= 2.0 s at 10x.
+then the page HTML's size, each worker's peak memory and the verdict against the budgets (emulated link only):
+first visit <= 1.5 s, revisit <= 0.5 s, new filter <= 1.0 s at 1x and <= 2.0 s at 10x, and the largest data answer
+(a figure) of every page <= 150 KB on the wire.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +40,7 @@ sys.path[0] = str(REPO)  # NOTE: run as a script, this folder comes first on sys
 sys.path.insert(1, str(REPO / "bench"))
 
 import polars as pl  # noqa: E402
+import psutil  # noqa: E402
 import scale  # noqa: E402
 
 from analytics import store  # noqa: E402
@@ -62,6 +66,8 @@ BUDGETS_S: dict[int, dict[str, float]] = {
     1: {"first": 1.5, "revisit": 0.5, "filter": 1.0},
     10: {"first": 1.5, "revisit": 0.5, "filter": 2.0},
 }
+CALLBACK_PATH = "/_dash-update-component"  # a data answer: a figure, a table, a layout
+DATA_ANSWER_BUDGET_BYTES = 150_000  # on the wire: each figure's answer, compressed
 # The issue's measurements of the code before this work (1x, loopback, 1440 x 5000, every chart drawn).
 TODAY = {"/cluster": {"first_s": 3.2, "revisit_s": 1.6, "first_bytes": 10.5e6, "html_bytes": 1.35e6}}
 TODAY_10X = {"/cluster": (2.9, 1.6), "/compare": (1.4, 1.3), "/jobs": (1.3, 1.1)}
@@ -131,12 +137,15 @@ class Wire:
     def summary(self) -> dict[str, Any]:
         """Bytes on the wire, requests, cached requests, and the largest answer."""
         done = list(self.requests.values())
-        largest = max(done, key=lambda r: r["wire"], default={"url": "-", "wire": 0, "decoded": 0, "encoding": ""})
+        none = {"url": "-", "wire": 0, "decoded": 0, "encoding": ""}
+        largest = max(done, key=lambda r: r["wire"], default=none)
+        data = max((r for r in done if CALLBACK_PATH in r["url"]), key=lambda r: r["wire"], default=none)
         return {
             "wire_bytes": sum(r["wire"] for r in done),
             "requests": len(done),
             "cached": sum(1 for r in done if r.get("cached")),
             "largest": {k: largest.get(k) for k in ("url", "wire", "decoded", "encoding")},
+            "largest_data": {k: data.get(k) for k in ("url", "wire", "decoded", "encoding")},
             "uncompressed_text": sorted(
                 {
                     short(r["url"])
@@ -275,6 +284,11 @@ def print_row(row: dict) -> None:
             f"({big['decoded'] / 1e3:7.1f} KB decoded, {big['encoding'] or 'identity'}) {short(big['url'])}"
             f"  ({row['load']})"
         )
+        data = got["largest_data"]
+        scale.say(
+            f"           largest data answer {data['wire'] / 1e3:7.1f} KB on the wire ({data['decoded'] / 1e3:7.1f} KB "
+            f"decoded, {data['encoding'] or 'identity'})"
+        )
         if got["uncompressed_text"]:
             scale.say(f"           not compressed: {', '.join(got['uncompressed_text'][:5])}")
 
@@ -304,7 +318,41 @@ def verdict(rows: list[dict], factor: int) -> bool:
                 ok &= seconds <= limit
                 mark = "OK" if seconds <= limit else "OVER"
                 scale.say(f"  {row['page']:34} {what:7} {seconds:5.2f} s / {limit:.1f} s  {seconds / limit:.2f} {mark}")
+        data = max(row[w]["largest_data"]["wire"] for w in ("first", "revisit", "filter") if w in row)
+        ok &= data <= DATA_ANSWER_BUDGET_BYTES
+        mark = "OK" if data <= DATA_ANSWER_BUDGET_BYTES else "OVER"
+        scale.say(f"  {row['page']:34} largest data answer {data / 1e3:6.1f} KB / 150 KB  {mark}")
     return ok
+
+
+class WorkerPeaks:
+    """Samples every gunicorn worker's RSS and USS (its private memory) every interval_s, keeping each one's peak."""
+
+    def __init__(self, server: scale.Server, interval_s: float = 0.5):
+        self.server, self.interval_s = server, interval_s
+        self.peaks: dict[int, dict[str, float]] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.interval_s):
+            for proc in self.server.workers():
+                try:
+                    info = proc.memory_full_info()
+                except psutil.Error:
+                    continue
+                peak = self.peaks.setdefault(proc.pid, {"rss": 0.0, "uss": 0.0})
+                peak["rss"] = max(peak["rss"], info.rss / scale.GIB)
+                peak["uss"] = max(peak["uss"], info.uss / scale.GIB)
+
+    def done(self) -> dict[int, dict[str, float]]:
+        """Stop sampling; each worker's peaks in GiB, printed."""
+        self.stop.set()
+        self.thread.join()
+        for pid, peak in self.peaks.items():
+            scale.say(f"  worker {pid}: peak RSS {peak['rss']:.2f} GiB, peak USS (private) {peak['uss']:.2f} GiB")
+        return self.peaks
 
 
 def parse_args() -> argparse.Namespace:
@@ -331,6 +379,7 @@ def main() -> int:
     figures: dict[str, Any] = {"factor": args.factor, "dataset": dataset, "rows": []}
     try:
         scale.say(f"## {dataset}: gunicorn 2 workers, warm after {server.warm(2):.1f} s ({scale.load()})")
+        peaks = WorkerPeaks(server)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=scale.page_bench.CHROMIUM_ARGS)
             for link in args.links.split(","):
@@ -338,6 +387,10 @@ def main() -> int:
                 figures["rows"] += run_link(browser, server, link, pages)
             browser.close()
         figures["html_bytes"] = page_html_bytes(server, pages)
+        scale.say("## peak memory of the server's workers over the visits")
+        figures["worker_peaks_gib"] = peaks.done()
+        bench_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / scale.GIB
+        scale.say(f"  this script: peak RSS {bench_gib:.2f} GiB ({scale.load()})")
     finally:
         server.stop()
     scale.say("## page HTML before compression (budget 150 KB)")
