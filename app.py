@@ -10,6 +10,7 @@ from dash import Dash
 from components.explorer import export
 from components.pages.status import install_page_status, run_first_request_setup
 from components.server import cache as query_cache
+from components.server import transfer
 from components.server.access_log import install_access_log
 from components.server.auth import AuthSettings, install_auth
 from components.server.background import background_manager
@@ -18,7 +19,6 @@ from components.server.hardening import install_hardening
 from components.server.health import install_health
 from components.server.heartbeats import install_heartbeats
 from components.server.settings import Settings, private_folder
-from components.server.transfer import install_transfer
 from components.shell import callbacks
 from components.shell import layout as shell
 
@@ -34,6 +34,7 @@ def create_app(settings: Settings | None = None) -> Dash:
         pages_folder="components/pages",
         title="Helios Dashboard",
         update_title=None,
+        assets_path_ignore=[transfer.VENDOR_DIR],  # loaded on demand (components/server/transfer.py), not by the page
         meta_tags=[{"name": "viewport", "content": "width=device-width, initial-scale=1"}],
         background_callback_manager=background_manager(settings),
     )
@@ -52,7 +53,7 @@ def create_app(settings: Settings | None = None) -> Dash:
     install_error_handlers(app.server)
     install_auth(app.server, AuthSettings.from_env())
     install_hardening(app.server, settings)
-    install_transfer(app)
+    transfer.install_transfer(app)
     install_heartbeats(app.server)
     install_page_status(app.server, app.config.routes_pathname_prefix)
     run_first_request_setup(app.server)

@@ -40,7 +40,6 @@ COLOR_KEY = "color_key"  # optional column: the cluster whose colour a line take
 HOVER_TEXT = "hover_text"  # optional column: a point's value in human units for its hover
 LINE_DASH = "line_dash"  # optional column: the line's dash (compare: one per dataset; published overlays: dashed)
 TOP_USER_PCTS: tuple[int, ...] = (1, 5, 10, 20)
-SCATTERGL_MIN_POINTS = 50_000
 
 TEMPLATE = go.layout.Template(
     layout=go.Layout(
@@ -95,10 +94,6 @@ def _line_style(part: pl.DataFrame, name: str) -> dict:
     return {"color": cluster_color(key)} | ({"dash": dash} if dash else {})
 
 
-def _scatter(n_points: int):
-    return go.Scattergl if n_points >= SCATTERGL_MIN_POINTS else go.Scatter
-
-
 def epoch_ms(times: pl.Series) -> np.ndarray:
     """Times as milliseconds since the epoch, what a date axis reads from a typed array (a third of the bytes of
     ISO strings, and no string parsing in the browser)."""
@@ -124,7 +119,7 @@ def _range_lines(
             ]
             line = {"color": cluster_color(str(name[0])), "width": 1.5} | ({"dash": dash} if dash else {})
             fig.add_trace(
-                _scatter(len(values))(
+                go.Scatter(
                     x=times[bucket],
                     y=(values * scale).astype(np.float32),  # half the bytes of float64, exact to 7 digits
                     text=texts,
@@ -629,7 +624,7 @@ def user_jobs_figure(df: pl.DataFrame) -> go.Figure:
         if part.is_empty():
             continue
         fig.add_trace(
-            _scatter(part.height)(
+            go.Scatter(
                 x=part["submit_time"],
                 y=part["duration"].clip(1),
                 mode="markers",

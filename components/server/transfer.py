@@ -5,6 +5,7 @@ URLs of the component packages' code-split chunks named in the page (assets/vers
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import flask
 from cachelib import SimpleCache
@@ -33,6 +34,9 @@ SUITES = "/_dash-component-suites/"
 ASSETS = "/assets/"
 FAVICON = "/_favicon.ico"
 CHUNKS_META = "helios-chunk-urls"  # the <meta> naming each code-split chunk's versioned URL
+VENDOR_DIR = "vendor"  # under assets/: files Dash does not put in the page (assets/vendor/README.md)
+PLOTLY_BUNDLE = f"{VENDOR_DIR}/plotly-cartesian-4.1.1.min.js"  # every trace type drawn here, a third of plotly.min.js
+PLOTLY_CHUNK = "plotly/package_data/plotly.min.js"  # the plotly.js dcc.Graph loads, under SUITES
 
 
 def versioned_static(request: flask.Request) -> bool | None:
@@ -85,8 +89,8 @@ def _whole_static(response: flask.Response) -> flask.Response:
 
 def chunk_urls(app: Dash) -> dict[str, str]:
     """The versioned URL of every code-split chunk the component packages load by an unversioned URL (dcc's async-*.js,
-    AG Grid's, plotly.min.js), by its unversioned URL path; the fingerprints are Dash's own (package version and file
-    time, as on its script tags)."""
+    AG Grid's), by its unversioned URL path; the fingerprints are Dash's own (package version and file time, as on its
+    script tags); plotly.min.js's is the partial bundle's (PLOTLY_BUNDLE)."""
     # NOTE: Dash's private helpers, those that write the page's script tags (dcc, html and dash_table are listed
     # apart from the other packages there too): the same resources, the same fingerprints.
     scripts = app.scripts.get_all_scripts()
@@ -97,7 +101,13 @@ def chunk_urls(app: Dash) -> dict[str, str]:
     with app.server.app_context():
         versioned = app._collect_and_register_resources([{**r, "dynamic": False} for r in chunks])
     bare = [f"{prefix}{r['namespace']}/{r['relative_package_path']}" for r in chunks]
-    return dict(zip(bare, versioned, strict=True))
+    return dict(zip(bare, versioned, strict=True)) | {prefix + PLOTLY_CHUNK: plotly_bundle_url(app)}
+
+
+def plotly_bundle_url(app: Dash) -> str:
+    """The versioned URL of the partial plotly.js bundle (PLOTLY_BUNDLE), with its file time as Dash versions assets."""
+    modified = (Path(app.config.assets_folder) / PLOTLY_BUNDLE).stat().st_mtime
+    return f"{app.get_asset_url(PLOTLY_BUNDLE)}?m={modified}"
 
 
 def install_transfer(app: Dash) -> None:
