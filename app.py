@@ -10,6 +10,7 @@ from dash import Dash
 from components.explorer import export
 from components.pages.status import install_page_status, run_first_request_setup
 from components.server import cache as query_cache
+from components.server import transfer
 from components.server.access_log import install_access_log
 from components.server.auth import AuthSettings, install_auth
 from components.server.background import background_manager
@@ -24,8 +25,9 @@ from components.shell import layout as shell
 
 
 def create_app(settings: Settings | None = None) -> Dash:
-    """Build the dashboard: pages, callbacks, query cache, CSV export, /healthz, request log and access control
-    (anonymous admin refused unless the server listens on loopback only; Host names checked first)."""
+    """Build the dashboard: pages, callbacks, query cache, CSV export, /healthz, request log, access control
+    (anonymous admin refused unless the server listens on loopback only; Host names checked first) and compressed,
+    cached answers."""
     settings = settings or Settings.from_env()
     auth_settings = AuthSettings.from_env()
     check_anonymous_role(auth_settings.anonymous_role, settings.listen)
@@ -36,6 +38,7 @@ def create_app(settings: Settings | None = None) -> Dash:
         pages_folder="components/pages",
         title="Helios Dashboard",
         update_title=None,
+        assets_path_ignore=[transfer.VENDOR_DIR],  # loaded on demand (components/server/transfer.py), not by the page
         meta_tags=[{"name": "viewport", "content": "width=device-width, initial-scale=1"}],
         background_callback_manager=background_manager(settings),
     )
@@ -55,9 +58,11 @@ def create_app(settings: Settings | None = None) -> Dash:
     install_error_handlers(app.server)
     install_auth(app.server, auth_settings)
     install_hardening(app.server, settings)
+    transfer.install_transfer(app)
     install_heartbeats(app.server)
     install_page_status(app.server, app.config.routes_pathname_prefix)
     run_first_request_setup(app.server)
+    app.validation_layout = shell.id_skeleton(app.validation_layout)
     install_allowed_hosts(app.server, settings.host_names)  # last: it wraps every other layer
     return app
 

@@ -36,7 +36,6 @@ from analytics.queries.jobs import (
 from analytics.queries.series import (
     diurnal_utilization,
     monthly_utilization,
-    overview_every,
     throughput_10min,
     utilization_minutes,
     utilization_resampled,
@@ -146,7 +145,7 @@ def derive(ds: Dataset) -> None:
     """Write what every process of every host then only reads, once per dataset version: the column files, the
     rollups of the pages' queries and the pickers' catalog (each skipped when present or the folder is read-only)."""
     colstore.column_files(ds)
-    rollups.write(ds, {**COMPUTED, "active_users": _active_users}, overview_every)
+    rollups.write(ds, {**COMPUTED, "active_users": _active_users})
     catalog.write(ds)
 
 
@@ -167,6 +166,5 @@ __all__ = [
     "left_empty",
     "needs",
     "not_in_trace",
-    "overview_every",
     *QUERIES,
 ]

@@ -21,7 +21,7 @@ from analytics.queries.jobs import POOLED_HELIOS, POOLED_OTHERS
 from analytics.store import Dataset
 
 log = logging.getLogger(__name__)
-ROLLUPS_PART = "rollups"
+ROLLUPS_PART = "rollups-2"  # the number changes when a rollup's columns do (2: utilisation minima and maxima)
 Query = Callable[..., pl.DataFrame]  # (ds, flt, **options) -> frame
 # What the pages ask for a whole dataset: query name and options (the cards, charts and tables of every page).
 PAGE_QUERIES: tuple[tuple[str, dict[str, str]], ...] = (
@@ -29,7 +29,7 @@ PAGE_QUERIES: tuple[tuple[str, dict[str, str]], ...] = (
     ("job_states", {}),
     ("active_users", {}),
     ("period", {}),
-    ("utilization_resampled", {"every": "1h"}),  # the overview cards' mean
+    ("utilization_resampled", {"every": "1h"}),  # the time charts (thinned to their width), the cards' mean
     ("throughput_10min", {}),
     ("diurnal_utilization", {}),
     ("diurnal_submissions", {}),
@@ -88,17 +88,8 @@ def answered(query: Query) -> Query:
     return answer
 
 
-def page_queries(ds: Dataset, queries: Mapping[str, Query], every_for: Callable[[float], str]) -> list:
-    """PAGE_QUERIES, and the utilisation series at the step the charts draw ds's whole period with
-    (every_for(its span in seconds)) when that is not hourly."""
-    period = queries["period"](ds, NO_FILTER)
-    span_s = (period["end"][0] - period["start"][0]).total_seconds() if period.height else 0.0
-    every = every_for(span_s)
-    return [*PAGE_QUERIES, *([("utilization_resampled", {"every": every})] if every != "1h" else [])]
-
-
-def write(ds: Dataset, queries: Mapping[str, Query], every_for: Callable[[float], str]) -> Path | None:
-    """Write ds's rollups (once per version) by running the page_queries on the whole dataset; their folder, or None
+def write(ds: Dataset, queries: Mapping[str, Query]) -> Path | None:
+    """Write ds's rollups (once per version) by running the PAGE_QUERIES on the whole dataset; their folder, or None
     when the dataset's folder cannot be written. A query that fails on this dataset gets no rollup (asked, it fails
     the same way)."""
 
@@ -114,7 +105,7 @@ def write(ds: Dataset, queries: Mapping[str, Query], every_for: Callable[[float]
 
     def build(folder: Path) -> None:
         with series.shared_grids():
-            for name, options in page_queries(ds, queries, every_for):
+            for name, options in PAGE_QUERIES:
                 one(name, options, folder)
 
     return store.derived_part(ds, ROLLUPS_PART, build)

@@ -56,17 +56,6 @@ VC_UTIL_SCHEMA: dict[str, pl.DataType] = {
     **dict.fromkeys(("norm_avg_duration_pct", "norm_avg_queue_pct"), pl.Float64()),
 }
 _EVERY_RE = re.compile(r"^[1-9][0-9]{0,3}(m|h|d|w|mo)$")
-OVERVIEW_STEPS: tuple[tuple[str, int], ...] = (("1h", 3600), ("6h", 6 * 3600), ("12h", 12 * 3600), ("1d", 86_400))
-MAX_OVERVIEW_POINTS = 5_000  # per cluster and series: a whole period a browser still draws without lag
-
-
-def overview_every(span_s: float) -> str:
-    """The step a series over span_s seconds is drawn with: hourly, or coarser where that would give more than
-    MAX_OVERVIEW_POINTS points (a multi-year trace), weekly at most."""
-    for every, step_s in OVERVIEW_STEPS:
-        if span_s / step_s <= MAX_OVERVIEW_POINTS:
-            return every
-    return "1w"
 
 
 @dataclass(frozen=True)
@@ -244,11 +233,15 @@ def _minute_times(grid: MinuteGrid) -> pl.Series:
     ).alias("time")
 
 
+EXTREMES: tuple[str, ...] = ("gpu_utilization_min", "gpu_utilization_max")  # of the minutes in a bucket
+
+
 def utilization_resampled(ds: Dataset, flt: JobFilter = NO_FILTER, every: str = "1h") -> pl.DataFrame:
-    """The per-minute utilisation columns averaged per cluster over buckets of `every` (10m, 1h, 1d...), for charts."""
+    """The per-minute utilisation columns averaged per cluster over buckets of `every` (10m, 1h, 1d...), with the
+    lowest and highest minute's GPU utilisation of each bucket (so that a chart drawing the bucket keeps its peaks)."""
     if not _EVERY_RE.match(every):
         raise ValueError(f"every must look like 10m, 1h, 1d, 1w or 1mo, got {every!r}")
-    value_cols = [c for c in UTIL_SCHEMA if c not in ("cluster", "time")]
+    value_cols = [c for c in UTIL_SCHEMA if c not in ("cluster", "time")] + list(EXTREMES)
     out_schema = {"cluster": pl.String(), "time": schema.TIMESTAMP, **dict.fromkeys(value_cols, pl.Float64())}
     grid = _minute_grid(ds, flt)
     if grid is None:
@@ -259,6 +252,14 @@ def utilization_resampled(ds: Dataset, flt: JobFilter = NO_FILTER, every: str = 
     group = np.concatenate([[0], np.cumsum(stamps[1:] != stamps[:-1])])
     arrays = {**grid.counts, "total_gpu_num": grid.total, **grid.shares}
     out = _grouped_means(grid.clusters, group, labels.unique(maintain_order=True), arrays, "time", scale=1.0)
+    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+    share = grid.shares["gpu_utilization"]
+    with np.errstate(invalid="ignore"):  # fmin/fmax skip unknown (NaN) minutes; a bucket of only those stays NaN
+        extremes = {
+            EXTREMES[0]: np.fmin.reduceat(share, starts, axis=1).ravel(),
+            EXTREMES[1]: np.fmax.reduceat(share, starts, axis=1).ravel(),
+        }
+    out = out.with_columns(pl.Series(k, v, nan_to_null=True) for k, v in extremes.items())
     return out.select(out_schema.keys()).cast(out_schema)  # type: ignore[arg-type]
 
 

@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 
 from analytics import schema
 from analytics.queries.jobs import POOLED_HELIOS, POOLED_OTHERS
-from components.charts import units
+from components.charts import decimate, units
 
 # Okabe-Ito, the colour-blind-safe palette (yellow last: it is faint on white).
 PALETTE: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442")
@@ -40,7 +40,6 @@ COLOR_KEY = "color_key"  # optional column: the cluster whose colour a line take
 HOVER_TEXT = "hover_text"  # optional column: a point's value in human units for its hover
 LINE_DASH = "line_dash"  # optional column: the line's dash (compare: one per dataset; published overlays: dashed)
 TOP_USER_PCTS: tuple[int, ...] = (1, 5, 10, 20)
-SCATTERGL_MIN_POINTS = 50_000
 
 TEMPLATE = go.layout.Template(
     layout=go.Layout(
@@ -95,54 +94,82 @@ def _line_style(part: pl.DataFrame, name: str) -> dict:
     return {"color": cluster_color(key)} | ({"dash": dash} if dash else {})
 
 
-def _scatter(n_points: int):
-    return go.Scattergl if n_points >= SCATTERGL_MIN_POINTS else go.Scatter
-
-
 def epoch_ms(times: pl.Series) -> np.ndarray:
     """Times as milliseconds since the epoch, what a date axis reads from a typed array (a third of the bytes of
     ISO strings, and no string parsing in the browser)."""
     return times.dt.epoch("ms").cast(pl.Float64).to_numpy()
 
 
-def _time_lines(fig: go.Figure, df: pl.DataFrame, lines: tuple[tuple[str, str | None, str, float], ...], hover: str):
-    """Add a line per cluster and (column, dash, name suffix, scale) of lines over time, coloured by cluster."""
-    trace = _scatter(df.height)
+RANGE_TEXTS: tuple[str, ...] = ("lowest {of} of {step}", "highest {of} of {step}", "{step}")  # decimate's kinds
+
+
+def _range_lines(
+    fig: go.Figure, df: pl.DataFrame, lines: tuple[tuple[str, str | None, str, float], ...], of: str, hover: str
+):
+    """Add a line per cluster and (series, dash, name suffix, scale) of lines through each bucket's lowest and highest
+    value (decimate.envelope's frame: <series>_low, _high, step_s), coloured by cluster; of names what a bucket's low
+    and high are (a minute, an hourly mean), for the hover."""
     for name, part in df.partition_by("cluster", as_dict=True, maintain_order=True).items():
+        times = epoch_ms(part["time"])
+        steps = [units.duration(s) for s in part[decimate.STEP_COLUMN].to_list()]
         for col, dash, label, scale in lines:
+            bucket, values, kind = range_points(part, col)
+            texts = [
+                RANGE_TEXTS[k].format(of=of, step=steps[b]) for k, b in zip(kind.tolist(), bucket.tolist(), strict=True)
+            ]
             line = {"color": cluster_color(str(name[0])), "width": 1.5} | ({"dash": dash} if dash else {})
             fig.add_trace(
-                trace(
-                    x=epoch_ms(part["time"]),
-                    y=part[col] * scale if scale != 1 else part[col],
+                go.Scatter(
+                    x=times[bucket],
+                    y=(values * scale).astype(np.float32),  # half the bytes of float64, exact to 7 digits
+                    text=texts,
                     name=f"{name[0]} {label}" if label else str(name[0]),
                     mode="lines",
                     line=line,
-                    hovertemplate="%{x|%Y-%m-%d %H:%M}<br>" + hover + "<extra>%{fullData.name}</extra>",
+                    hovertemplate="%{x|%Y-%m-%d %H:%M}, %{text}<br>" + hover + "<extra>%{fullData.name}</extra>",
                 )
             )
 
 
+def range_points(part: pl.DataFrame, series: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A thinned series' points (decimate.interleaved of its _low and _high columns): bucket indices, values, kinds."""
+    low, high = (part[series + end].fill_null(np.nan).to_numpy() for end in decimate.ENDS)
+    return decimate.interleaved(low, high)
+
+
+def steps_note(df: pl.DataFrame, of: str, of_s: int) -> str:
+    """A time figure's subtitle: its points are each bucket's lowest and highest <of> (a value every of_s seconds),
+    with the buckets' length (the zoomed window's, then the rest's)."""
+    steps = sorted(df[decimate.STEP_COLUMN].unique().to_list())
+    every = f"every {of}" if steps[0] <= of_s else f"the lowest and highest {of} of every {units.duration(steps[0])}"
+    rest = f" ({units.duration(steps[-1])} outside the zoom)" if len(steps) > 1 else ""
+    return f"<br><sup>{every}{rest}: no peak is lost</sup>"
+
+
 def utilization_figure(df: pl.DataFrame) -> go.Figure:
-    """GPU utilisation over time per cluster (columns cluster, time, gpu_utilization) with a range slider."""
+    """GPU utilisation over time per cluster (decimate.envelope's frame of gpu_utilization: each bucket's lowest and
+    highest minute) with a range slider."""
+    title = "GPU utilisation over time"
     if df.is_empty():
-        return empty_figure(title="GPU utilisation over time")
+        return empty_figure(title=title)
     fig = go.Figure()
-    _time_lines(fig, df, (("gpu_utilization", None, "", 100),), "%{y:.1f} %")
+    _range_lines(fig, df, (("gpu_utilization", None, "", 100),), "minute", "%{y:.1f} %")
     fig.update_xaxes(rangeslider={"visible": True, "thickness": 0.08}, type="date")
     fig.update_yaxes(range=[0, 105], ticksuffix=" %")
-    return style(fig, "GPU utilisation over time", "time", "GPU utilisation (%)")
+    return style(fig, title + steps_note(df, "minute", units.MINUTE_S), "time", "GPU utilisation (%)")
 
 
 def running_queued_figure(df: pl.DataFrame) -> go.Figure:
-    """Running and queued GPU jobs over time (columns cluster, time, running_gpujob_num, queued_gpujob_num)."""
+    """Running and queued GPU jobs over time (decimate.envelope's frame of running_gpujob_num and queued_gpujob_num:
+    each bucket's lowest and highest hourly mean)."""
+    title = "Running and queued GPU jobs"
     if df.is_empty():
-        return empty_figure(title="Running and queued GPU jobs")
+        return empty_figure(title=title)
     fig = go.Figure()
     lines = (("running_gpujob_num", "solid", "running", 1), ("queued_gpujob_num", "dot", "queued", 1))
-    _time_lines(fig, df, lines, "%{y:.0f} jobs")
+    _range_lines(fig, df, lines, "hourly mean", "%{y:.0f} jobs")
     fig.update_xaxes(type="date")
-    return style(fig, "Running and queued GPU jobs", "time", "GPU jobs")
+    return style(fig, title + steps_note(df, "hourly mean", units.HOUR_S), "time", "GPU jobs")
 
 
 def _group_lines(
@@ -597,7 +624,7 @@ def user_jobs_figure(df: pl.DataFrame) -> go.Figure:
         if part.is_empty():
             continue
         fig.add_trace(
-            _scatter(part.height)(
+            go.Scatter(
                 x=part["submit_time"],
                 y=part["duration"].clip(1),
                 mode="markers",

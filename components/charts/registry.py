@@ -13,11 +13,10 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
-from analytics import queries
 from analytics.queries.jobs import POOLED_HELIOS, POOLED_OTHERS
 from analytics.reference import CLUSTERS, FIG4
 from analytics.store import DatasetError
-from components.charts import figures, reference
+from components.charts import decimate, figures, reference
 from components.datasets import access
 from components.server import cache as query_cache
 
@@ -31,50 +30,33 @@ class Chart:
     data: Callable[[Spec], pl.DataFrame]
     build: Callable[[pl.DataFrame], go.Figure]
     needs: tuple[str, ...] = ()
+    thin: Callable[[pl.DataFrame, Spec], pl.DataFrame] | None = None  # the data as drawn, when the chart thins it
 
 
 def _q(name: str, **kwargs: Any) -> Callable[[Spec], pl.DataFrame]:
     return lambda spec: access.query(name, spec["state"], **kwargs)
 
 
-COARSE_EVERY = "1h"  # the step of the overview cards' mean utilisation
-STEPS: dict[str, timedelta] = {
-    every: timedelta(seconds=s)
-    for every, s in (("1m", 60), ("10m", 600), ("1h", 3600), ("6h", 21_600), ("12h", 43_200), ("1d", 86_400))
-} | {"1w": timedelta(weeks=1)}
-
-
-def utilization_every(span_s: float) -> str:
-    """The resampling step of the utilisation series for a visible time span (at most ~1,500 points per cluster for
-    a zoom of a week or less; the overview's step, analytics.queries.overview_every, beyond)."""
-    for limit_s, every in ((86_400, "1m"), (7 * 86_400, "10m")):
-        if span_s <= limit_s:
-            return every
-    return queries.overview_every(span_s)
-
-
-def overview_every(state: dict[str, Any]) -> str:
-    """The step the series of a view's whole period are drawn with (hourly up to ~7 months, coarser beyond)."""
-    period = access.query("period", state)
-    span = period["end"][0] - period["start"][0] if period.height else timedelta(0)
-    return queries.overview_every(span.total_seconds())
+HOURLY = "1h"  # the step of the series behind the time charts (rollups hold it) and of the overview cards' mean
+VIEWPORT = "viewport_px"  # a spec key of the charts that thin their series: the reader's viewport width class
+UTIL_RANGE = {"gpu_utilization": ("gpu_utilization_min", "gpu_utilization_max")}  # a bucket's lowest, highest minute
+RUNNING_QUEUED_RANGE = {c: (c, c) for c in ("running_gpujob_num", "queued_gpujob_num")}  # the lowest, highest hour
 
 
 def utilization_window(spec: Spec, x0: datetime | None = None, x1: datetime | None = None) -> pl.DataFrame:
-    """GPU utilisation over the whole period at the overview's step, with the zoomed window [x0, x1] at the finer
-    step it needs."""
+    """GPU utilisation per cluster, hourly over the whole period with each hour's lowest and highest minute, and in
+    the zoomed window [x0, x1] at the finer step the chart's width needs there."""
     state = spec["state"]
-    coarse_every = overview_every(state)
-    coarse = access.query("utilization_resampled", state, every=coarse_every)
-    if x0 is None or x1 is None or coarse.is_empty():
-        return coarse
-    every = utilization_every((x1 - x0).total_seconds())
-    if every == coarse_every:
-        return coarse
+    hourly = access.query("utilization_resampled", state, every=HOURLY)
+    if x0 is None or x1 is None or hourly.is_empty():
+        return hourly
+    every = decimate.step_for((x1 - x0).total_seconds(), decimate.plot_width_px(spec.get(VIEWPORT)))
+    if decimate.STEP_S[every] >= decimate.STEP_S[HOURLY]:
+        return hourly
     period = access.query("period", state)
     # The series of the zoomed window only, one step wider on each side (so that every step shown holds the same
     # minutes as in the whole period's series), within the period.
-    step = STEPS[every]
+    step = timedelta(seconds=decimate.STEP_S[every])
     start, end = max(x0 - step, period["start"][0]), min(x1 + step, period["end"][0])
     fine = access.derived(
         f"util:{every}:{x0:%Y%m%d%H%M}:{x1:%Y%m%d%H%M}",
@@ -83,20 +65,40 @@ def utilization_window(spec: Spec, x0: datetime | None = None, x1: datetime | No
             pl.col("time").is_between(x0, x1)
         ),
     )
-    outside = coarse.filter(~pl.col("time").is_between(x0, x1))
+    outside = hourly.filter(~pl.col("time").is_between(x0, x1))
     return pl.concat([outside, fine], how="vertical_relaxed").sort("cluster", "time")
 
 
+def thinned(
+    df: pl.DataFrame, spec: Spec, series: dict[str, tuple[str, str]], window: tuple[datetime, datetime] | None = None
+) -> pl.DataFrame:
+    """An hourly series frame (utilization_window's, running_queued's) as drawn: per bucket of about one pixel of
+    the chart's width the lowest and highest value of each series (decimate.envelope), the zoomed window's buckets
+    cut to its own width."""
+    width_px = decimate.plot_width_px(spec.get(VIEWPORT))
+    if window is None or df.is_empty():
+        return decimate.thin(df, width_px, series, finest=HOURLY)
+    span_s = (df["time"].max() - df["time"].min()).total_seconds() + decimate.STEP_S[HOURLY]
+    whole = decimate.step_for(span_s, width_px, finest=HOURLY)
+    inside = pl.col("time").is_between(*window)
+    fine = decimate.step_for((window[1] - window[0]).total_seconds(), width_px)
+    parts = [decimate.envelope(df.filter(~inside), whole, series), decimate.envelope(df.filter(inside), fine, series)]
+    return pl.concat(parts).sort("cluster", "time")
+
+
+def thinned_utilization(df: pl.DataFrame, spec: Spec, window: tuple[datetime, datetime] | None = None) -> pl.DataFrame:
+    """utilization_window's frame as the utilisation chart draws it (thinned)."""
+    return thinned(df, spec, UTIL_RANGE, window)
+
+
 def running_queued(spec: Spec) -> pl.DataFrame:
-    """Running GPU jobs (utilisation series) beside queued GPU jobs (submitted minus dequeued, cumulated), at the
-    overview's step."""
+    """Running GPU jobs (utilisation series) beside queued GPU jobs (submitted minus dequeued, cumulated), hourly."""
     state = spec["state"]
-    every = overview_every(state)
 
     def compute() -> pl.DataFrame:
         tp, util = query_cache.parallel(
             lambda: access.query_uncached("throughput_10min", state),  # 10-minute bins: too many rows to cache
-            lambda: access.query("utilization_resampled", state, every=every),
+            lambda: access.query("utilization_resampled", state, every=HOURLY),
         )
         if tp.is_empty() or util.is_empty():
             return pl.DataFrame()
@@ -105,7 +107,7 @@ def running_queued(spec: Spec) -> pl.DataFrame:
             .with_columns(
                 ((pl.col("submit_gpu_job") - pl.col("dequeue_gpu_job")).cum_sum().over("cluster")).alias("queued")
             )
-            .group_by_dynamic("time", every=every, group_by="cluster")
+            .group_by_dynamic("time", every=HOURLY, group_by="cluster")
             .agg(pl.col("queued").mean().clip(0).alias("queued_gpujob_num"))
         )
         running = util.select("cluster", "time", "running_gpujob_num")
@@ -252,8 +254,13 @@ def _compare_build(figure: str, build: Callable[[pl.DataFrame], go.Figure], x: s
 
 CHARTS: dict[str, Chart] = {
     # Cluster page.
-    "utilization": Chart(utilization_window, figures.utilization_figure, ("utilisation",)),
-    "running_queued": Chart(running_queued, figures.running_queued_figure, ("utilisation", "queueing")),
+    "utilization": Chart(utilization_window, figures.utilization_figure, ("utilisation",), thinned_utilization),
+    "running_queued": Chart(
+        running_queued,
+        figures.running_queued_figure,
+        ("utilisation", "queueing"),
+        partial(thinned, series=RUNNING_QUEUED_RANGE),
+    ),
     "diurnal_util": Chart(_q("diurnal_utilization"), figures.diurnal_utilization_figure, ("utilisation",)),
     "diurnal_submit": Chart(_q("diurnal_submissions"), figures.diurnal_submissions_figure),
     "heatmap": Chart(_q("hour_weekday_submissions"), figures.submission_heatmap_figure),
@@ -327,6 +334,11 @@ def compare_charts() -> dict[str, Chart]:
 CHARTS.update(compare_charts())
 
 
+def thins(name: Any) -> bool:
+    """Whether the chart named name thins its series to the reader's viewport (its spec carries VIEWPORT)."""
+    return isinstance(name, str) and name in CHARTS and CHARTS[name].thin is not None
+
+
 def not_in_trace_figure(chart: Chart, message: str) -> go.Figure:
     """The chart's empty figure (its title) carrying why the dataset cannot draw it."""
     title = chart.build(pl.DataFrame()).layout.title.text or ""
@@ -345,16 +357,17 @@ def not_in_trace(spec: Spec) -> str | None:
 
 
 def render(spec: Spec) -> tuple[go.Figure, pl.DataFrame]:
-    """Fetch and draw the figure a card spec names; the frame is returned for CSV export (empty for a chart the
-    dataset cannot draw)."""
+    """Fetch and draw the figure a card spec names; the frame is returned for CSV export (at full resolution: a chart
+    that thins its series draws fewer points than the frame has; empty for a chart the dataset cannot draw)."""
     chart = _chart(spec)
     missing = not_in_trace(spec)
     if missing:
         return not_in_trace_figure(chart, missing), pl.DataFrame()
     df = chart.data(spec)
+    drawn = chart.thin(df, spec) if chart.thin else df
     if spec.get("overlay"):
-        return chart.build(df, overlay=True), df
-    return chart.build(df), df
+        return chart.build(drawn, overlay=True), df
+    return chart.build(drawn), df
 
 
 DRAWN = "drawn"  # a spec key: the card was laid out with its figure, from the cache
@@ -365,7 +378,9 @@ def _figure_key(spec: Spec) -> str:
     if not isinstance(spec, dict) or not isinstance(spec.get("state"), dict):
         raise ValueError("a figure card needs a spec with a filter state")
     compared = {name: access.open_dataset(name).version for name in spec.get("datasets") or ()}
-    options = {k: v for k, v in spec.items() if k not in ("state", DRAWN)}
+    options = {k: v for k, v in spec.items() if k not in ("state", DRAWN, VIEWPORT)}
+    if thins(spec.get("name")):  # one figure per viewport width class, whatever the spec says
+        options[VIEWPORT] = decimate.viewport_class(spec.get(VIEWPORT))
     extra = json.dumps({**options, "versions": compared}, sort_keys=True)
     return "fig:" + hashlib.sha256(extra.encode()).hexdigest()[:32]
 

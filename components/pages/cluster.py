@@ -68,7 +68,7 @@ def zoom_utilization(relayout: dict[str, Any] | None, spec: dict[str, Any]):
         df = charts.utilization_window(spec, *window)
     except access.USER_ERRORS as exc:
         return figures.empty_figure(str(exc))
-    fig = figures.utilization_figure(df)
+    fig = figures.utilization_figure(charts.thinned_utilization(df, spec, None if window[0] is None else window))
     if window[0] is not None:
         fig.update_xaxes(range=[window[0], window[1]])
     return fig

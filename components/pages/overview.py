@@ -107,7 +107,7 @@ def cluster_cards(state: dict[str, Any]) -> pl.DataFrame:
 
 def mean_utilization(state: dict[str, Any]) -> dict[str, float]:
     """Mean GPU utilisation (%) per cluster over the selected window (from the hourly utilisation series)."""
-    util = access.query("utilization_resampled", state, every=charts.COARSE_EVERY)
+    util = access.query("utilization_resampled", state, every=charts.HOURLY)
     means = util.group_by("cluster").agg((pl.col("gpu_utilization").mean() * 100).alias("pct"))
     return dict(means.iter_rows())
 

@@ -10,10 +10,12 @@ from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
+import flask
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from analytics import schema
 from analytics.filters import JOB_KINDS, RANGES, RUNNING, SUBMITTED, query_params, to_query
+from components.charts import decimate
 from components.charts import registry as charts
 from components.datasets import access
 
@@ -222,6 +224,12 @@ def figure_graph(name: str, figure: dict[str, Any] | None = None) -> dcc.Graph:
     )
 
 
+def viewport_px() -> int:
+    """The width class of the reader's viewport (the cookie assets/viewport.js sets), bounded; the default without."""
+    cookie = flask.request.cookies.get(decimate.VIEWPORT_COOKIE) if flask.has_request_context() else None
+    return decimate.viewport_class(cookie)
+
+
 def figure_card(
     name: str, state: dict[str, Any], height_px: int = 380, extra: dict | None = None, lazy: bool = True
 ) -> html.Div:
@@ -230,6 +238,8 @@ def figure_card(
     is cached."""
     spec = {"name": name, "state": state, **(extra or {})}
     missing = _not_in_trace(spec)
+    if charts.thins(name):
+        spec[charts.VIEWPORT] = viewport_px()
     figure = None if lazy else charts.cached_figure(spec)
     if figure is not None:
         spec[charts.DRAWN] = True

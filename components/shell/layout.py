@@ -8,6 +8,7 @@ from typing import Any
 import dash
 import dash_bootstrap_components as dbc
 from dash import dcc, html
+from dash.development.base_component import Component
 from flask import has_request_context
 
 from analytics.filters import empty_state, flat_params
@@ -79,3 +80,15 @@ def layout() -> html.Div:
             ),
         ]
     )
+
+
+def id_skeleton(layout: Component) -> dict[str, Any]:
+    """Every component of layout that has an id, bare (no other props, no children: no figures, store data or rows):
+    all that the browser checks callbacks against, as Dash's validation layout, which every page's HTML carries."""
+    nodes = [layout, *layout._traverse()]
+    bare = [
+        {"type": n._type, "namespace": n._namespace, "props": {"id": n.id}}
+        for n in nodes
+        if getattr(n, "id", None) is not None
+    ]
+    return {"type": "Div", "namespace": "dash_html_components", "props": {"children": bare}}

@@ -158,7 +158,14 @@ def results_children(result: ScenarioResult) -> list:
             dbc.Row(
                 [
                     dbc.Col(_graph("vc-queue", wf.per_vc_queue_figure(result.per_vc)), lg=6),
-                    dbc.Col(_graph("timeline", wf.timeline_figure(result.timeline), 460), lg=6),
+                    dbc.Col(
+                        _graph(
+                            "timeline",
+                            wf.timeline_figure(wf.thinned_timeline(result.timeline, controls.viewport_px())),
+                            460,
+                        ),
+                        lg=6,
+                    ),
                 ],
                 className="g-3",
             ),
@@ -188,7 +195,7 @@ def results_children(result: ScenarioResult) -> list:
                 html.Div(
                     [
                         wf.ces_numbers(result.ces["metrics"]),
-                        _graph("ces", wf.ces_figure(result.ces["timeline"])),
+                        _graph("ces", wf.ces_figure(wf.thinned_ces(result.ces["timeline"], controls.viewport_px()))),
                     ]
                 ),
             )

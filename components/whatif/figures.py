@@ -12,10 +12,11 @@ import polars as pl
 from dash import dcc, html
 from plotly.subplots import make_subplots
 
-from components.charts import units
-from components.charts.figures import PALETTE, duration_axis, empty_figure, style
+from components.charts import decimate, units
+from components.charts.figures import PALETTE, duration_axis, empty_figure, epoch_ms, range_points, steps_note, style
 from components.whatif import labels
 from sim.scenario import RECORDED
+from sim.scenario.outputs import TIMELINE_STEP_S
 
 SCHEME_ORDER: tuple[str, ...] = (RECORDED, "fifo", "sjf", "srtf", "qssf", "las")
 SCHEME_COLORS: dict[str, str] = {
@@ -232,8 +233,36 @@ def per_vc_queue_figure(per_vc: pl.DataFrame) -> go.Figure:
     return style(fig, title, "VC", "mean queue (log scale)")
 
 
+SAMPLE_EVERY = "10m"  # the step of the simulator's timelines (sim.scenario.outputs.TIMELINE_STEP_S, CES's series)
+SAMPLE_WORDS = "10-minute sample"
+TIMELINE_RANGE = {"queued_jobs": ("queued_jobs", "queued_jobs"), "util_pct": ("util_pct", "util_pct")}
+CES_LINES: tuple[tuple[str, str, str, str], ...] = (  # column, name, colour, dash
+    ("total", "total", PALETTE[6], "dash"),
+    ("active", "powered on", PALETTE[3], "solid"),
+    ("running", "running", PALETTE[0], "solid"),
+    ("prediction", "predicted", PALETTE[1], "dot"),
+)
+CES_GROUP = "ces"
+
+
+def thinned_timeline(timeline: pl.DataFrame, viewport_px: int) -> pl.DataFrame:
+    """A run's timeline (scheme, time, used_gpus, queued_jobs, capacity_gpus every 10 minutes) as its half-width
+    chart draws it: per scheme and bucket of about a pixel, the lowest and highest queue and utilisation (%)."""
+    if timeline.is_empty():
+        return timeline
+    util = (pl.col("used_gpus") / pl.max_horizontal(pl.col("capacity_gpus"), 1) * 100).alias("util_pct")
+    width_px = decimate.plot_width_px(viewport_px, lg_share=0.5)
+    return decimate.thin(timeline.with_columns(util), width_px, TIMELINE_RANGE, "scheme", SAMPLE_EVERY)
+
+
+def _thinned_line(rows: pl.DataFrame, series: str) -> dict:
+    """The x and y of a thinned series' line (each bucket's lowest then highest value)."""
+    bucket, values, _ = range_points(rows, series)
+    return {"x": epoch_ms(rows["time"])[bucket], "y": values.astype(np.float32)}
+
+
 def timeline_figure(timeline: pl.DataFrame) -> go.Figure:
-    """Jobs waiting (top) and GPU utilisation (bottom) over the window, per scheme."""
+    """Jobs waiting (top) and GPU utilisation (bottom) over the window, per scheme (thinned_timeline's frame)."""
     title = "Queue length and GPU utilisation over time"
     if timeline.is_empty():
         return empty_figure("No timeline.", title)
@@ -241,13 +270,13 @@ def timeline_figure(timeline: pl.DataFrame) -> go.Figure:
     for scheme in ordered_schemes(timeline):
         rows = timeline.filter(pl.col("scheme") == scheme)
         color, dash = scheme_color(scheme), "dot" if scheme == RECORDED else "solid"
-        util = rows["used_gpus"].to_numpy() / np.maximum(rows["capacity_gpus"].to_numpy(), 1) * 100
-        common = {"x": rows["time"], "mode": "lines", "name": scheme, "line": {"color": color, "dash": dash}}
-        fig.add_trace(go.Scatter(y=rows["queued_jobs"], legendgroup=scheme, **common), row=1, col=1)
-        fig.add_trace(go.Scatter(y=util, legendgroup=scheme, showlegend=False, **common), row=2, col=1)
+        common = {"mode": "lines", "name": scheme, "legendgroup": scheme, "line": {"color": color, "dash": dash}}
+        fig.add_trace(go.Scatter(**_thinned_line(rows, "queued_jobs"), **common), row=1, col=1)
+        fig.add_trace(go.Scatter(**_thinned_line(rows, "util_pct"), showlegend=False, **common), row=2, col=1)
+    fig.update_xaxes(type="date")
     fig.update_yaxes(title_text="jobs waiting", row=1, col=1)
     fig.update_yaxes(title_text="GPU utilisation %", row=2, col=1)
-    return style(fig, title)
+    return style(fig, title + steps_note(timeline, SAMPLE_WORDS, TIMELINE_STEP_S))
 
 
 def density_figure(density: pl.DataFrame, name: str) -> go.Figure:
@@ -336,29 +365,28 @@ def importance_figure(importance: pl.DataFrame) -> go.Figure:
     return style(fig, title, "gain (share of total, %)", "feature")
 
 
+def thinned_ces(timeline: pl.DataFrame, viewport_px: int) -> pl.DataFrame:
+    """The CES timeline (time and CES_LINES' columns every 10 minutes) as its full-width chart draws it: per bucket of
+    about a pixel, each line's lowest and highest value."""
+    if timeline.is_empty():
+        return timeline
+    lines = {col: (col, col) for col, *_ in CES_LINES}
+    one = timeline.with_columns(pl.lit(CES_GROUP).alias(CES_GROUP))
+    return decimate.thin(one, decimate.plot_width_px(viewport_px), lines, CES_GROUP, SAMPLE_EVERY)
+
+
 def ces_figure(timeline: pl.DataFrame) -> go.Figure:
-    """Running, predicted, powered-on and total nodes over the CES window (paper Figs. 14/15)."""
+    """Running, predicted, powered-on and total nodes over the CES window (paper Figs. 14/15; thinned_ces' frame)."""
     title = "CES: nodes over time"
     if timeline.is_empty():
         return empty_figure("No CES timeline.", title)
     fig = go.Figure()
-    lines = (
-        ("total", "total", PALETTE[6], "dash"),
-        ("active", "powered on", PALETTE[3], "solid"),
-        ("running", "running", PALETTE[0], "solid"),
-        ("prediction", "predicted", PALETTE[1], "dot"),
-    )
-    for col, name, color, dash in lines:
+    for col, name, color, dash in CES_LINES:
         fig.add_trace(
-            go.Scatter(
-                x=timeline["time"],
-                y=timeline[col],
-                name=name,
-                mode="lines",
-                line={"color": color, "dash": dash},
-            )
+            go.Scatter(**_thinned_line(timeline, col), name=name, mode="lines", line={"color": color, "dash": dash})
         )
-    return style(fig, title, "", "nodes")
+    fig.update_xaxes(type="date")
+    return style(fig, title + steps_note(timeline, SAMPLE_WORDS, TIMELINE_STEP_S), "", "nodes")
 
 
 def _ces_value(key: str, value: float | None, unit: str) -> tuple[str, str]:

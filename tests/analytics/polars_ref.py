@@ -240,11 +240,19 @@ def ref_diurnal_utilization(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataF
 
 
 def ref_utilization_resampled(ds: Dataset, flt: JobFilter = NO_FILTER, every: str = "1h") -> pl.DataFrame:
-    """Bucket means of the reference per-minute series."""
+    """Bucket means of the reference per-minute series, with the bucket's lowest and highest GPU utilisation."""
     m = ref_utilization_minutes(ds, flt)
     cols = [c for c in m.columns if c not in ("cluster", "time")]
-    out = m.with_columns(pl.col("time").dt.truncate(every)).group_by("cluster", "time").agg(pl.col(cols).mean())
-    return out.with_columns(pl.col(cols).cast(pl.Float64)).sort("cluster", "time")
+    out = (
+        m.with_columns(pl.col("time").dt.truncate(every))
+        .group_by("cluster", "time")
+        .agg(
+            pl.col(cols).mean(),
+            pl.col("gpu_utilization").min().alias("gpu_utilization_min"),
+            pl.col("gpu_utilization").max().alias("gpu_utilization_max"),
+        )
+    )
+    return out.with_columns(pl.exclude("cluster", "time").cast(pl.Float64)).sort("cluster", "time")
 
 
 def ref_throughput_10min(ds: Dataset, flt: JobFilter = NO_FILTER) -> pl.DataFrame:

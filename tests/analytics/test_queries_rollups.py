@@ -169,17 +169,6 @@ def test_column_files_are_shared_read_only_maps(derived_ds):
     assert_frame_equal(queries.COMPUTED["user_table"](derived_ds, JobFilter(job_kind="gpu")), want)
 
 
-@pytest.mark.parametrize(("days", "every"), [(1, "1h"), (181, "1h"), (365, "6h"), (1820, "12h"), (4000, "1d")])
-def test_the_overview_step_keeps_a_whole_period_drawable(days, every):
-    assert queries.overview_every(days * 86_400) == every
-
-
-def test_a_long_dataset_gets_the_rollup_of_its_overview_step(derived_ds):
-    names = rollups.page_queries(derived_ds, queries.COMPUTED, lambda span_s: "12h")
-    assert names[-1] == ("utilization_resampled", {"every": "12h"})
-    assert rollups.page_queries(derived_ds, queries.COMPUTED, queries.overview_every) == list(rollups.PAGE_QUERIES)
-
-
 def test_an_older_formats_derived_files_are_removed(tmp_path):
     ds = store.write_dataset("d", small_jobs(), small_vc_gpus(), {}, root=tmp_path)
     (ds.path / "derived-0" / "rollups").mkdir(parents=True)

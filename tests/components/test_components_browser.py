@@ -30,6 +30,7 @@ def server_url(tmp_path_factory, chromium_path, write_small, gunicorn_app) -> st
 
 PAGES: tuple[str, ...] = ("/", "/cluster", "/jobs", "/users", "/compare", "/data")
 PLOTS = ".js-plotly-plot .main-svg"
+CALLBACK_PATH = "/_dash-update-component"
 
 
 def trace_names(tab, title: str) -> list[str]:
@@ -229,3 +230,98 @@ def test_an_upload_through_the_data_page_is_ingested_and_reported(page, server_u
     assert page.locator("text=Data quality").count() >= 1
     assert page.locator("text=300 rows read, 300 kept.").count() == 1
     assert page.errors == []
+
+
+# --- Issue #37: how answers travel to a real browser ------------------------------------------------------------
+
+
+def _wire(context, tab) -> dict[str, dict]:
+    """Every request of tab by its CDP id: URL, body, and once answered its status, headers (lower-cased) and whether
+    the browser's cache answered it."""
+    seen: dict[str, dict] = {}
+    cdp = context.new_cdp_session(tab)
+    cdp.send("Network.enable")
+
+    def sent(ev: dict) -> None:
+        request = ev["request"]
+        seen[ev["requestId"]] = {"url": request["url"], "asked": request.get("postData") or "", "cached": False}
+
+    def received(ev: dict) -> None:
+        r, row = ev["response"], seen.setdefault(ev["requestId"], {"url": ev["response"]["url"], "cached": False})
+        row.update(status=r["status"], headers={k.lower(): v for k, v in r["headers"].items()})
+        row["cached"] = row["cached"] or bool(r.get("fromDiskCache") or r.get("fromPrefetchCache"))
+
+    def from_cache(ev: dict) -> None:
+        seen.setdefault(ev["requestId"], {"url": "", "status": None, "headers": {}})["cached"] = True
+
+    cdp.on("Network.requestWillBeSent", sent)
+    cdp.on("Network.responseReceived", received)
+    cdp.on("Network.requestServedFromCache", from_cache)
+    return seen
+
+
+def _drawn(tab, url: str) -> None:
+    tab.goto(url)
+    _slot(tab, "utilization").locator(".main-svg").first.wait_for()
+    tab.wait_for_function("!!window.Plotly && !!window.Plotly.react", timeout=30_000)
+
+
+def test_the_browser_gets_compressed_answers_and_keeps_versioned_bundles_a_year(browser, server_url):
+    """The page, a callback's answer and plotly.js (the partial bundle standing for plotly.min.js) arrive compressed
+    (Chromium asks gzip, deflate, br, zstd); a component bundle is immutable for a year; a revisit fetches no static
+    file again."""
+    from components.server import transfer
+    from components.shell import controls
+
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    tab = context.new_page()
+    seen = _wire(context, tab)
+    try:
+        _drawn(tab, server_url + "/cluster")
+        rows = list(seen.values())
+        page = next(r for r in rows if r["url"] == server_url + "/cluster")
+        # The utilisation figure's answer: its own callback's, or the page content's when the server had it cached
+        # (an eager card is then laid out with its figure).
+        asked = [r for r in rows if CALLBACK_PATH in r["url"]]
+        own = [r for r in asked if controls.WANT in r.get("asked", "") and '"utilization"' in r["asked"]]
+        callback = (own or [r for r in asked if "_pages_content" in r.get("asked", "")])[0]
+        plotly = next(r for r in rows if transfer.PLOTLY_BUNDLE in r["url"])
+        for answer in (page, callback, plotly):
+            assert answer["headers"].get("content-encoding") in ("br", "gzip"), answer["url"]
+        assert "?m=" in plotly["url"], "plotly.js by its versioned URL"
+        assert not any(r["url"].split("?")[0].endswith("plotly.min.js") for r in rows)  # the partial bundle instead
+        bundles = [r for r in rows if transfer.SUITES in r["url"] and r["status"] == 200] + [plotly]
+        assert len(bundles) > 5 and all(r["headers"]["cache-control"] == transfer.IMMUTABLE for r in bundles)
+        assert page["headers"]["cache-control"] == callback["headers"]["cache-control"] == "no-store"
+        static = {r["url"] for r in rows if transfer.SUITES in r["url"] or transfer.ASSETS in r["url"]}
+        seen.clear()
+        _drawn(tab, server_url + "/cluster")
+        again = [r for r in seen.values() if r["url"] in static]
+        assert again and all(r["cached"] for r in again), [r["url"] for r in again if not r["cached"]]
+    finally:
+        context.close()
+
+
+POINTS_JS = "g => g._fullData.map(t => t.x.length)"  # the points of each trace, as plotly.js decoded them
+
+
+def test_a_phone_gets_the_utilisation_series_thinned_to_its_width(browser, server_url):
+    """The viewport cookie (assets/viewport.js) reaches the server before the first layout: a 390 px phone gets
+    about two points per pixel of its chart."""
+    from components.charts import decimate
+
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    tab = context.new_page()
+    try:
+        _drawn(tab, server_url + "/cluster")
+        assert {c["name"]: c["value"] for c in context.cookies()}[decimate.VIEWPORT_COOKIE] == "390"
+        points = _slot(tab, "utilization").locator(".js-plotly-plot").evaluate(POINTS_JS)
+        assert points and max(points) <= 2 * decimate.plot_width_px(390) + 4
+        wide = browser.new_context(viewport={"width": 1920, "height": 900})
+        wide_tab = wide.new_page()
+        _drawn(wide_tab, server_url + "/cluster")
+        wider = _slot(wide_tab, "utilization").locator(".js-plotly-plot").evaluate(POINTS_JS)
+        wide.close()
+        assert max(wider) > max(points)
+    finally:
+        context.close()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 
+import numpy as np
 import polars as pl
 import pytest
 
-from components.charts import figures, units
+from components.charts import decimate, figures, units
 
 
 def _cdf(n: int = 22) -> pl.DataFrame:
@@ -68,28 +69,24 @@ def test_every_builder_shows_a_message_on_an_empty_frame(builder):
     assert fig.layout.title.text
 
 
-def test_utilization_figure_scales_to_percent_and_has_a_range_slider():
+def test_utilization_figure_draws_each_buckets_lowest_and_highest_minute_in_percent_with_a_range_slider():
     t0 = datetime(2020, 4, 1)
     df = pl.DataFrame(
         {
             "cluster": ["Venus"] * 3,
             "time": [t0 + timedelta(hours=h) for h in range(3)],
-            "gpu_utilization": [0.5, 0.75, 1.0],
+            "gpu_utilization_low": [0.5, 0.75, None],
+            "gpu_utilization_high": [0.625, 0.75, None],
+            decimate.STEP_COLUMN: [3600] * 3,
         }
     )
     fig = figures.utilization_figure(df)
-    assert list(fig.data[0].y) == [50.0, 75.0, 100.0]
+    assert np.array_equal(fig.data[0].y, [50.0, 62.5, 75.0, np.nan], equal_nan=True)  # the unknown hour: a gap
+    assert list(fig.data[0].text) == ["lowest minute of 1 h", "highest minute of 1 h", "1 h", "1 h"]
+    assert fig.data[0].type == "scatter"
     assert fig.layout.xaxis.rangeslider.visible is True
     assert fig.layout.yaxis.title.text == "GPU utilisation (%)"
-
-
-def test_utilization_figure_switches_to_webgl_for_long_series():
-    n = figures.SCATTERGL_MIN_POINTS
-    t0 = datetime(2020, 4, 1)
-    df = pl.DataFrame(
-        {"cluster": ["Venus"] * n, "time": [t0 + timedelta(minutes=m) for m in range(n)], "gpu_utilization": [0.5] * n}
-    )
-    assert figures.utilization_figure(df).data[0].type == "scattergl"
+    assert "the lowest and highest minute of every 1 h" in fig.layout.title.text
 
 
 def test_final_state_bars_stack_in_state_colours():

@@ -6,8 +6,9 @@ import dataclasses
 import io
 import json
 from contextvars import copy_context
-from datetime import datetime
+from datetime import datetime, timedelta
 
+import numpy as np
 import polars as pl
 import pytest
 from dash._callback_context import context_value
@@ -262,11 +263,34 @@ def test_ces_figure_and_numbers():
             "active": [9, 9, 8],
         }
     )
-    fig = wf.ces_figure(timeline)
+    fig = wf.ces_figure(wf.thinned_ces(timeline, 1920))
     assert [t.name for t in fig.data] == ["total", "powered on", "running", "predicted"]
+    assert list(fig.data[2].y) == [4, 5, 6]  # three 10-minute samples: nothing to thin
     row = wf.ces_numbers({"energy_saved_kwh": 12.5, "lack_node_steps": 3})
     texts = [str(n["props"].get("children")) for n in _walk(row) if n["type"] == "Div"]
     assert "12.5 kWh" in texts and "3 node-steps" in texts
+
+
+def test_a_year_long_timeline_is_thinned_to_its_half_width_chart_keeping_its_peaks():
+    n = 365 * 144  # a year of 10-minute samples
+    rng = np.random.default_rng(3)
+    queued = rng.integers(0, 50, n)
+    queued[40_000] = 900  # one sample's peak
+    t0 = datetime(2020, 1, 1)
+    timeline = pl.DataFrame(
+        {
+            "scheme": ["fifo"] * n,
+            "time": [t0 + timedelta(minutes=10 * k) for k in range(n)],
+            "used_gpus": rng.integers(0, 64, n),
+            "queued_jobs": queued,
+            "capacity_gpus": [64] * n,
+        }
+    )
+    fig = wf.timeline_figure(wf.thinned_timeline(timeline, 1440))  # a 1,600 px class: charts of 680 px
+    queue, util = (fig.data[0].y, fig.data[1].y)
+    assert len(queue) <= 2 * 680 and len(util) <= 2 * 680
+    assert max(queue) == 900 and min(queue) == 0
+    assert max(util) == pytest.approx(63 / 64 * 100) and min(util) == 0
 
 
 def test_whatif_page_route_fills_the_form_from_the_url(ui):
