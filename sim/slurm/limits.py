@@ -33,6 +33,20 @@ class Limits:
         self.active = any(c is not None for c in self.node_gpu_cap + self.node_job_cap + self.user_max_jobs)
         self.active = config.limits_enforced and (self.active or any(_qos_limited(q) for q in config.qos))
 
+    def can_ever_start(self, job: int) -> bool:
+        """Whether job fits its caps with nothing else running (a GrpTRES below its GPUs never lets it start)."""
+        if not self.active:
+            return True
+        g = int(self.jobs.gpus[job])
+        chain = self.chain[self.jobs.user_assoc[job]]
+        caps = [(self.node_gpu_cap[n], g) for n in chain] + [(self.node_job_cap[n], 1) for n in chain]
+        caps.append((self.user_max_jobs[chain[0]], 1))
+        q = int(self.jobs.qos[job])
+        if q != NO_QOS:
+            spec = self.qos[q]
+            caps += [(spec.grp_gpus, g), (spec.grp_jobs, 1), (spec.max_gpus_per_user, g), (spec.max_jobs_per_user, 1)]
+        return all(cap is None or need <= cap for cap, need in caps)
+
     def blocked(self, job: int) -> str | None:
         """Slurm's wait reason when starting job now would pass a limit, else None."""
         if not self.active:

@@ -34,7 +34,7 @@ class SlurmOutcome:
     end_s: np.ndarray  # int64, -1 when it never started
     priority: np.ndarray  # float64, the priority it had when it started (or last had)
     timed_out: np.ndarray  # bool, stopped by its time limit
-    runnable: np.ndarray  # bool, False when its partition can never hold it
+    runnable: np.ndarray  # bool, False when its partition can never hold it or a limit never lets it start
     placement: list[Placement]
     timeline_t_s: np.ndarray
     timeline_used_gpus: np.ndarray  # (events x groups) GPUs held by each group's jobs after each event
@@ -69,10 +69,10 @@ class Replay:
         self.job_nodes = np.array(
             [self.pool.nodes_needed(int(p), int(g), int(c), int(k)) for p, g, c, k in self._shapes()], dtype=np.int64
         )
-        self.runnable = np.array([self._runnable(j) for j in range(n)], dtype=bool)
+        self.limits = Limits(config, jobs)
+        self.runnable = np.array([self._runnable(j) and self.limits.can_ever_start(j) for j in range(n)], dtype=bool)
         self.prio_model = PriorityModel(config, jobs, self.job_nodes)
         self.usage = UsageLedger(config, jobs, _last_tick(boot_s, config.priority.calc_period_s))
-        self.limits = Limits(config, jobs)
         self.priority = np.zeros(n)
         self.pending: list[int] = []
         self.running: dict[int, int] = {}  # job -> start second

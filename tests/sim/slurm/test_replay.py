@@ -1,6 +1,8 @@
 """The Slurm replay on hand-worked cases: strict priority and backfill on time limits, time-limit stops,
 fair-share order, limits that hold one job without blocking the others, and determinism."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -101,6 +103,14 @@ def test_group_gpu_limit_holds_the_job_without_blocking_others():
     out = _run(config, rows)
     assert out.start_s[0] == 0 and out.start_s[2] == 2
     assert out.start_s[1] == 100  # waits for x's GPUs, not for the node
+
+
+def test_a_job_larger_than_its_accounts_cap_never_starts_and_the_replay_ends():
+    config = _config(assocs=(AssocSpec("x", grp_gpus=4), AssocSpec("y")), sched=replace(FAST, sched_interval_s=1))
+    rows = [(0, 100, 6, 200, "a", "x", "u1"), (1, 100, 2, 200, "a", "x", "u1"), (2, 100, 2, 200, "a", "y", "u2")]
+    out = _run(config, rows)
+    assert out.start_s[0] == -1 and not out.runnable[0]
+    assert out.start_s[1] == 1 and out.start_s[2] == 2
 
 
 def test_qos_per_user_gpu_limit():
