@@ -126,38 +126,42 @@ def decay_per_s(half_life_s: int) -> float:
     return 1.0 - 0.693 / half_life_s if half_life_s > 0 else 1.0
 
 
+def level_fairshare(tree: AssocTree, usage: np.ndarray) -> np.ndarray:
+    """Every node's level fair-share S/U (S: its shares over its siblings', U: its usage over its parent's; 0 without
+    shares, infinite without usage)."""
+    parent = np.asarray(tree.parent)
+    parent_usage = usage[np.maximum(parent, 0)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(parent_usage > 0, usage / parent_usage, 0.0)
+        level = np.asarray(tree.sibling_shares)
+        s = np.where(level > 0, np.asarray(tree.shares) / level, 0.0)
+        return np.where(s == 0, 0.0, np.where(u > 0, s / u, math.inf))
+
+
 def fair_tree_factors(tree: AssocTree, user_usage: np.ndarray) -> np.ndarray:
     """Each user association's Fair Tree factor (rank / user associations) for the users' usage."""
-    usage = tree.node_usage(user_usage)
+    lf = level_fairshare(tree, tree.node_usage(user_usage)).tolist()
     n_users = len(tree.users)
-    factor = np.zeros(len(tree.names))
-    state = {"rank": n_users, "rnt": n_users}
-
-    def level_fs(node: int) -> float:
-        p = tree.parent[node]
-        u = usage[node] / usage[p] if usage[p] > 0 else 0.0
-        s = tree.shares[node] / tree.level_shares(node) if tree.level_shares(node) else 0.0
-        if s == 0:
-            return 0.0
-        return s / u if u > 0 else math.inf
+    factor = [0.0] * len(tree.names)
+    rank = rnt = n_users
 
     def walk(siblings: tuple[int, ...], account_tied: bool) -> None:
-        lf = {n: level_fs(n) for n in siblings}
+        nonlocal rank, rnt
         ordered = sorted(siblings, key=lambda n: (-lf[n], not tree.is_user[n], n))
         prev = None
         for i, node in enumerate(ordered):
             tied = account_tied if i == 0 else prev == lf[node]
             if tree.is_user[node]:
                 if not tied:
-                    state["rank"] = state["rnt"]
-                factor[node] = state["rank"] / n_users
-                state["rnt"] -= 1
+                    rank = rnt
+                factor[node] = rank / n_users
+                rnt -= 1
             else:
                 walk(tree.children[node], tied)
             prev = lf[node]
 
     walk(tree.children[0], False)
-    return factor[list(tree.users)]
+    return np.array([factor[u] for u in tree.users])
 
 
 def classic_factors(tree: AssocTree, user_usage: np.ndarray, dampening: int = 1) -> np.ndarray:

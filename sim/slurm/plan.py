@@ -11,112 +11,193 @@ room for it, so it can be later than the first moment it would fit, and lower jo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+from collections.abc import Callable
 
-import numpy as np
+from sim.slurm.nodes import NodePool, NodeSet, Placement, choose, members
 
-from sim.slurm.nodes import NodePool, Placement
-
-
-@dataclass
-class Slot:
-    """A stretch of time [begin_s, end_s) and the nodes no pending job has reserved in it."""
-
-    begin_s: int
-    end_s: int
-    avail: np.ndarray  # bool per node
+RunningEnd = tuple[int, Placement, NodeSet]  # a running job's expected end, placement and nodes
 
 
 class NodeSpace:
-    """Backfill's node-space map from now to the end of its window, at bf_resolution."""
+    """Backfill's node-space map from now to the end of its window, at bf_resolution: consecutive slots
+    [begin_s, end_s) with the nodes no pending job has reserved in each."""
 
-    def __init__(self, now_s: int, window_s: int, n_nodes: int, resolution_s: int):
+    def __init__(self, now_s: int, window_s: int, all_nodes: NodeSet, resolution_s: int):
         self.resolution_s = resolution_s
-        self.slots = [Slot(now_s, now_s + window_s, np.ones(n_nodes, dtype=bool))]
+        self.all_nodes = all_nodes
+        self.begin_s = [now_s]
+        self.slot_end_s = [now_s + window_s]
+        self.avail = [all_nodes]
 
     @property
     def end_s(self) -> int:
         """The end of the window."""
-        return self.slots[-1].end_s
+        return self.slot_end_s[-1]
 
-    def avail_over(self, start_s: int, end_s: int) -> tuple[np.ndarray, int | None]:
+    @property
+    def n_slots(self) -> int:
+        """How many slots the map has."""
+        return len(self.avail)
+
+    def avail_over(self, start_s: int, end_s: int) -> tuple[NodeSet, int | None]:
         """The nodes free of reservations over [start_s, end_s], and the first later second at which more nodes
         become free (None if none), where a later try could fare better."""
-        avail = np.ones_like(self.slots[0].avail)
-        later = None
-        for k, slot in enumerate(self.slots):
-            if slot.end_s <= start_s:
-                continue
-            if slot.begin_s > end_s:
+        avail, later = self.all_nodes, None
+        slots = self.avail
+        for k in range(bisect.bisect_right(self.slot_end_s, start_s), len(slots)):
+            if self.begin_s[k] > end_s:
                 break
-            if later is None and k + 1 < len(self.slots) and (self.slots[k + 1].avail & ~slot.avail).any():
-                later = slot.end_s
-            avail &= slot.avail
+            if later is None and k + 1 < len(slots) and slots[k + 1] & ~slots[k]:
+                later = self.slot_end_s[k]
+            avail &= slots[k]
         return avail, later
 
-    def overlaps(self, start_s: int, end_s: int, nodes: list[int]) -> bool:
+    def overlaps(self, start_s: int, end_s: int, nodes: NodeSet) -> bool:
         """Whether any of nodes is reserved somewhere in [start_s, end_s)."""
-        return any(not slot.avail[nodes].all() for slot in self.slots if slot.end_s > start_s and slot.begin_s < end_s)
+        for k in range(bisect.bisect_right(self.slot_end_s, start_s), len(self.avail)):
+            if self.begin_s[k] >= end_s:
+                return False
+            if nodes & ~self.avail[k]:
+                return True
+        return False
 
-    def reserve(self, start_s: int, end_s: int, nodes: list[int]) -> None:
+    def reserve(self, start_s: int, end_s: int, nodes: NodeSet) -> None:
         """Take nodes out of every slot within [start_s, end_s) (rounded out to the resolution)."""
         r = self.resolution_s
         start_s, end_s = (start_s // r) * r, -(-end_s // r) * r
         self._split(start_s)
         self._split(end_s)
-        for slot in self.slots:
-            if start_s <= slot.begin_s and slot.end_s <= end_s:
-                slot.avail[nodes] = False
+        for k in range(bisect.bisect_left(self.begin_s, start_s), len(self.avail)):
+            if self.slot_end_s[k] > end_s:
+                break
+            self.avail[k] &= ~nodes
 
     def _split(self, t_s: int) -> None:
-        for k, slot in enumerate(self.slots):
-            if slot.begin_s < t_s < slot.end_s:
-                self.slots.insert(k + 1, Slot(t_s, slot.end_s, slot.avail.copy()))
-                slot.end_s = t_s
-                return
+        k = bisect.bisect_right(self.slot_end_s, t_s)
+        if k < len(self.avail) and self.begin_s[k] < t_s:
+            self.begin_s.insert(k + 1, t_s)
+            self.slot_end_s.insert(k, t_s)
+            self.avail.insert(k + 1, self.avail[k])
 
 
 WILL_RUN_WINDOW_S = 30  # the will-run test's first window and the clock barrier it is aligned on
+# A group of running jobs freed together by the will-run test: the last one's expected end, and the free GPUs and
+# CPUs of each usable node it changes, as they are once the group and every earlier one is freed.
+FreedGroup = tuple[int, tuple[tuple[int, int, int], ...]]
 
 
-def earliest_start(
-    pool: NodePool,
-    job: tuple[int, int, int, int],
-    allowed: np.ndarray,
-    ends: list[tuple[int, Placement]],
-    now_s: int,
-    epoch_s: int = 0,
-) -> tuple[int, Placement] | None:
-    """When and where job (partition, gpus, cpus, nodes) can first start on the allowed nodes as the will-run test
-    finds it, freeing the running jobs (sorted (expected end, placement)) in its windowed groups, or None if never;
-    epoch_s is the clock's second at replay second 0 (the windows are aligned on the clock)."""
-    part, gpus, cpus, n_nodes = job
-    placement = pool.place(part, gpus, cpus, n_nodes, allowed)
-    if placement is not None:
-        return now_s, placement
-    nodes = pool.partition_nodes[part]
-    nodes = nodes[allowed[nodes]]
-    if len(nodes) < n_nodes:
-        return None
-    usable = set(int(n) for n in nodes)
-    relevant = [(end_s, held) for end_s, held in ends if any(node in usable for node, _, _ in held)]
-    free_g, free_c = pool.free_gpus.copy(), pool.free_cpus.copy()
+def freed_groups(pool: NodePool, usable: NodeSet, ends: list[RunningEnd], epoch_s: int) -> list[FreedGroup]:
+    """The will-run test's groups for jobs that may use the usable nodes: the running jobs on them (sorted by
+    expected end) freed in windowed groups aligned on the clock (epoch_s: its second at replay second 0)."""
+    relevant = [(end_s, held) for end_s, held, nodes in ends if nodes & usable]
+    free_g: dict[int, int] = {}
+    free_c: dict[int, int] = {}
+    groups: list[FreedGroup] = []
     window_s, barrier_s, k = WILL_RUN_WINDOW_S, None, 0
     while k < len(relevant):
+        touched: dict[int, None] = {}
         while True:  # one group: free every job that ends within the barrier plus the window
             end_s, held = relevant[k]
             if barrier_s is None:
                 barrier_s = end_s + WILL_RUN_WINDOW_S - (end_s + epoch_s) % WILL_RUN_WINDOW_S
             for node, g, c in held:
-                free_g[node] += g
-                free_c[node] += c
+                if usable >> node & 1:
+                    free_g[node] = free_g.get(node, pool.free_gpus[node]) + g
+                    free_c[node] = free_c.get(node, pool.free_cpus[node]) + c
+                    touched[node] = None
             k += 1
             if k == len(relevant) or relevant[k][0] > barrier_s + window_s:
                 break
         window_s *= 2
         while k < len(relevant) and relevant[k][0] > barrier_s + window_s:
             window_s *= 2
-        placement = pool.choose(nodes, free_g, free_c, gpus, cpus, n_nodes)
+        groups.append((end_s, tuple((node, free_g[node], free_c[node]) for node in touched)))
+    return groups
+
+
+class WillRun:
+    """The will-run test within one backfill pass: each job's earliest start, the running jobs' groups computed once
+    per set of usable nodes until a job starts (forget)."""
+
+    def __init__(self, pool: NodePool, running_on: Callable[[int], list[RunningEnd]], epoch_s: int = 0):
+        self.pool, self.running_on, self.epoch_s = pool, running_on, epoch_s
+        self.groups: dict[NodeSet, list[FreedGroup]] = {}
+
+    def forget(self) -> None:
+        """Drop the groups: a job started, so the running jobs changed."""
+        self.groups.clear()
+
+    def earliest_start(self, job: tuple[int, int, int, int], allowed: NodeSet, now_s: int):
+        """When and where job (partition, gpus, cpus, nodes) can first start on the allowed nodes, freeing the
+        running jobs in the will-run test's groups (a start after now is the end of the last job freed, and at
+        least now + 1), or None if never."""
+        pool = self.pool
+        part, gpus, cpus, n_nodes = job
+        placement = pool.place(part, gpus, cpus, n_nodes, allowed)
         if placement is not None:
-            return max(end_s, now_s + 1), placement
-    return None
+            return now_s, placement
+        usable = pool.partition_set[part] & allowed
+        if usable.bit_count() < n_nodes:
+            return None
+        groups = self.groups.get(usable)
+        if groups is None:
+            groups = self.groups[usable] = freed_groups(pool, usable, self.running_on(part), self.epoch_s)
+        even = gpus % n_nodes == 0 and cpus % n_nodes == 0
+        fit = _EvenFit(pool, usable, gpus, cpus, n_nodes) if even else _UnevenFit(pool, job, usable)
+        for end_s, changes in groups:
+            placement = fit.after(changes)
+            if placement is not None:
+                return max(end_s, now_s + 1), placement
+        return None
+
+
+class _EvenFit:
+    """First fit of a job whose GPUs and CPUs split evenly over its nodes, as groups free nodes: only the nodes a
+    group changes are tested again (free resources only grow)."""
+
+    def __init__(self, pool: NodePool, usable: NodeSet, gpus: int, cpus: int, n_nodes: int):
+        self.g, self.c, self.n_nodes = gpus // n_nodes, cpus // n_nodes, n_nodes
+        self.fitting = 0  # usable nodes that hold one share
+        if self.g < len(pool.with_gpus):
+            for node in members(usable & pool.with_gpus[self.g]):
+                if pool.free_cpus[node] >= self.c:
+                    self.fitting |= 1 << node
+
+    def after(self, changes: tuple[tuple[int, int, int], ...]) -> Placement | None:
+        """The placement once a group's changes are freed, or None."""
+        for node, free_g, free_c in changes:
+            if free_g >= self.g and free_c >= self.c:
+                self.fitting |= 1 << node
+        if self.fitting.bit_count() < self.n_nodes:
+            return None
+        picked = []
+        for node in members(self.fitting):
+            picked.append((node, self.g, self.c))
+            if len(picked) == self.n_nodes:
+                break
+        return tuple(picked)
+
+
+class _UnevenFit:
+    """First fit of a job whose shares differ between its nodes, on the free resources as groups free them."""
+
+    def __init__(self, pool: NodePool, job: tuple[int, int, int, int], usable: NodeSet):
+        self.pool, self.job, self.usable = pool, job, usable
+        self.free_g: dict[int, int] = {}
+        self.free_c: dict[int, int] = {}
+
+    def after(self, changes: tuple[tuple[int, int, int], ...]) -> Placement | None:
+        """The placement once a group's changes are freed, or None."""
+        for node, free_g, free_c in changes:
+            self.free_g[node], self.free_c[node] = free_g, free_c
+        _, gpus, cpus, n_nodes = self.job
+        free_g, free_c, pool = self.free_g, self.free_c, self.pool
+        return choose(
+            self.usable,
+            lambda n: free_g.get(n, pool.free_gpus[n]),
+            lambda n: free_c.get(n, pool.free_cpus[n]),
+            gpus,
+            cpus,
+            n_nodes,
+        )

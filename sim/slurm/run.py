@@ -9,6 +9,7 @@ OverTimeLimit, and within one second ends come first, then submissions, the deca
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import dataclass
 
@@ -18,8 +19,8 @@ from analytics.slurm_config import SlurmConfig
 from sim.engine.loop import NEVER, drive
 from sim.slurm.jobs import NEVER_S, SlurmJobs
 from sim.slurm.limits import Limits
-from sim.slurm.nodes import NodePool, Placement
-from sim.slurm.plan import NodeSpace, earliest_start
+from sim.slurm.nodes import NodePool, NodeSet, Placement, node_set, placement_set
+from sim.slurm.plan import NodeSpace, RunningEnd, WillRun
 from sim.slurm.priority import PriorityModel
 from sim.slurm.usage import UsageLedger
 
@@ -74,11 +75,16 @@ class Replay:
         self.prio_model = PriorityModel(config, jobs, self.job_nodes)
         self.usage = UsageLedger(config, jobs, _last_tick(boot_s, config.priority.calc_period_s))
         self.priority = np.zeros(n)
-        self.pending: list[int] = []
-        self.running: dict[int, int] = {}  # job -> start second
+        self.queue: list[int] = []  # pending jobs in Slurm's order (see queue_key)
+        self.part_pending = [0] * len(config.partitions)
+        self.running: dict[int, int] = {}  # job -> start second, in start order
         self.held: dict[int, Placement] = {}
+        self.held_set: dict[int, NodeSet] = {}
+        self.all_nodes = node_set(range(len(config.nodes)))
         self.placed: list[Placement] = [()] * n
         self.ends: list[tuple[int, int]] = []  # heap of (end second, job)
+        self.part_ends: list[list[tuple[int, int]]] = [[] for _ in config.partitions]  # (start + limit, job) of
+        # the running jobs on each partition's nodes, sorted
         self.start_s = np.full(n, -1, dtype=np.int64)
         self.end_s = np.full(n, -1, dtype=np.int64)
         self.timed_out = np.zeros(n, dtype=bool)
@@ -108,13 +114,18 @@ class Replay:
         j = self.jobs
         return int(j.partition[job]), int(j.gpus[job]), int(j.cpus[job]), int(self.job_nodes[job])
 
+    def queue_key(self, job: int) -> tuple[int, float, int]:
+        """A pending job's place in Slurm's order: partition tier, then priority (highest first), then submission."""
+        return -int(self.prio_model.tier[job]), -float(self.priority[job]), job
+
     def on_time(self, now_s: int, arrivals: range) -> int:
         """Advance the replay through second now_s; returns its next own event second."""
         event = self._end_jobs(now_s)
         for job in arrivals:
             if self.runnable[job]:
                 self.priority[job] = self._priorities(now_s, np.array([job]))[0]
-                self.pending.append(job)
+                bisect.insort(self.queue, job, key=self.queue_key)
+                self.part_pending[self.jobs.partition[job]] += 1
                 self.part_queued[self.group[job]] += 1
                 event = self.dirty = True
         if now_s == self.next_calc:
@@ -122,10 +133,10 @@ class Replay:
         if event:
             self.main_pass(now_s, self.config.sched.default_queue_depth)
         if now_s == self.next_sched:
-            self.main_pass(now_s, len(self.pending))
+            self.main_pass(now_s, len(self.queue))
             self.next_sched += self.config.sched.sched_interval_s
         if self.config.sched.backfill and now_s == self.next_bf:
-            if self.dirty and self.pending:
+            if self.dirty and self.queue:
                 self.backfill_pass(now_s)
             self.next_bf += self.config.sched.bf_interval_s
         self._sample(now_s)
@@ -138,27 +149,40 @@ class Replay:
         ended = False
         while self.ends and self.ends[0][0] == now_s:
             _, job = heapq.heappop(self.ends)
+            for part in self._partitions_of(job):
+                self.part_ends[part].remove((self._expected_end(job), job))
             self.pool.release(self.held.pop(job))
+            del self.held_set[job]
             self.part_used[self.group[job]] -= self.jobs.gpus[job]
             self.limits.end(job)
             self.usage.job_end(job, self.running.pop(job), now_s)
             ended = self.dirty = True
         return ended
 
+    def _partitions_of(self, job: int) -> set[int]:
+        """The partitions that hold a node of a running job."""
+        return {p for node, _, _ in self.held[job] for p in self.pool.node_partitions[node]}
+
+    def _expected_end(self, job: int) -> int:
+        """When slurmctld expects a running job to end: its start plus its time limit."""
+        return int(self.start_s[job] + self.jobs.limit_s[job])
+
     def _calc_pass(self, now_s: int) -> None:
         self.usage.calc_pass(now_s, self.running)
-        if self.pending:
-            rows = np.array(self.pending)
+        if self.queue:
+            rows = np.array(self.queue)
             self.priority[rows] = self._priorities(now_s, rows)
+            keys = (rows, -self.priority[rows], -self.prio_model.tier[rows])
+            self.queue = rows[np.lexsort(keys)].tolist()
             self.dirty = True
         self.next_calc += self.config.priority.calc_period_s
 
     def _next_event(self, now_s: int) -> int:
         nxt = self.ends[0][0] if self.ends else NEVER
-        if self.pending or self.running:
+        if self.queue or self.running:
             self._skip_ticks(now_s)
             nxt = min(nxt, self.next_calc)
-        if self.pending:
+        if self.queue:
             nxt = min(nxt, self.next_sched)
             if self.config.sched.backfill and self.dirty:
                 nxt = min(nxt, self.next_bf)
@@ -174,25 +198,21 @@ class Replay:
         if self.next_bf <= now_s:
             self.next_bf = next_tick(now_s + 1, self.boot_s, s.bf_interval_s)
 
-    def queue_order(self) -> list[int]:
-        """The pending jobs in Slurm's order: partition tier, then priority (highest first), then submission."""
-        if not self.pending:
-            return []
-        rows = np.array(self.pending)
-        keys = (rows, -self.priority[rows], -self.prio_model.tier[rows])
-        return [int(j) for j in rows[np.lexsort(keys)]]
-
     def start(self, job: int, now_s: int, placement: Placement) -> None:
-        """Start job at now_s on placement: its end is its true end or the limit check that stops it."""
+        """Start job at now_s on placement: its end is its true end or the limit check that stops it (the pass
+        that starts it takes it off the queue)."""
         self.pool.allocate(placement)
         self.limits.start(job)
         self.held[job] = placement
+        self.held_set[job] = placement_set(placement)
         self.placed[job] = placement
         self.running[job] = now_s
-        self.pending.remove(job)
+        self.part_pending[self.jobs.partition[job]] -= 1
         self.part_queued[self.group[job]] -= 1
         self.part_used[self.group[job]] += self.jobs.gpus[job]
         self.start_s[job] = now_s
+        for part in self._partitions_of(job):
+            bisect.insort(self.part_ends[part], (self._expected_end(job), job))
         stop_s = now_s + int(self.jobs.limit_s[job]) + self.config.over_time_limit_s
         kill_s = next_tick(stop_s, self.boot_s, LIMIT_CHECK_S)
         true_end_s = now_s + int(self.jobs.duration_s[job]) if self.jobs.duration_s[job] < NEVER_S else NEVER
@@ -202,45 +222,80 @@ class Replay:
         heapq.heappush(self.ends, (end_s, job))
         self.dirty = True
 
+    def _dequeue_started(self) -> None:
+        self.queue = [job for job in self.queue if self.start_s[job] < 0]
+
     def main_pass(self, now_s: int, depth: int) -> None:
         """The main scheduler: jobs in order, each started if it fits; one blocked for resources takes its
         partition's nodes out of the pass; one over a limit is passed over."""
-        allowed = np.ones(len(self.config.nodes), dtype=bool)
-        for job in self.queue_order()[:depth]:
-            if not allowed.any():
-                return
+        if not self.queue:
+            return
+        gate = _PartitionGate(self.pool, self.part_pending)
+        started = False
+        for job in self.queue[:depth]:
+            part = int(self.jobs.partition[job])
+            if gate.closed[part]:
+                continue  # NOTE: no node of its partition is left in this pass: it could not be placed
             if self.limits.blocked(job) is not None:
                 continue
             part, gpus, cpus, n_nodes = self.shape(job)
-            placement = self.pool.place(part, gpus, cpus, n_nodes, allowed)
+            placement = self.pool.place(part, gpus, cpus, n_nodes, gate.allowed)
             if placement is None:
-                allowed[self.pool.partition_nodes[part]] = False
+                if gate.close(part):
+                    break
             else:
                 self.start(job, now_s, placement)
+                started = True
+                if gate.started(part):
+                    break
+        if started:
+            self._dequeue_started()
 
     def backfill_pass(self, now_s: int) -> None:
         """sched/backfill: each job in order (up to bf_max_job_test) starts now if it fits without delaying the
-        reservations of the jobs before it, else reserves whole nodes from its earliest start over its limit."""
+        reservations of the jobs before it, else reserves whole nodes from its earliest start over its limit.
+
+        A job that does not fit the free nodes now cannot start in this pass (it only reserves), so its reservation
+        is made only when a later job that fits comes, in order, and a pass in which no job fits reserves nothing."""
         s = self.config.sched
-        space = NodeSpace(now_s, s.bf_window_s, len(self.config.nodes), s.bf_resolution_s)
+        space: NodeSpace | None = None
         # expected ends as slurmctld keeps them (start + limit), past ones too: the will-run test's windows are
         # placed from them, and only the start it reports is moved to now + 1
-        ends = sorted((int(self.start_s[j] + self.jobs.limit_s[j]), self.held[j]) for j in self.running)
-        for job in self.queue_order()[: s.bf_max_job_test]:
+        will_run = WillRun(self.pool, self._running_on, self.epoch_s)
+        unfit: set[tuple[int, int, int, int]] = set()  # shapes the free nodes cannot hold now (nor later in the pass)
+        deferred: list[int] = []
+        started = False
+        for job in self.queue[: s.bf_max_job_test]:
             if self.limits.blocked(job) is not None:
                 continue
-            started = self._backfill_job(job, now_s, space, ends)
-            if started is not None:
-                ends = sorted(ends + [(now_s + int(self.jobs.limit_s[job]), started)])
+            shape = self.shape(job)
+            if shape in unfit or self.pool.place(*shape) is None:
+                unfit.add(shape)
+                deferred.append(job)
+                continue
+            if space is None:
+                space = NodeSpace(now_s, s.bf_window_s, self.all_nodes, s.bf_resolution_s)
+            for earlier in deferred:
+                self._backfill_job(earlier, now_s, space, will_run)
+            deferred = []
+            if self._backfill_job(job, now_s, space, will_run) is not None:
+                will_run.forget()
+                started = True
         self.dirty = False
+        if started:
+            self._dequeue_started()
 
-    def _backfill_job(self, job: int, now_s: int, space: NodeSpace, ends) -> Placement | None:
+    def _running_on(self, part: int) -> list[RunningEnd]:
+        """The running jobs on part's nodes: expected end, placement and nodes, by expected end."""
+        return [(end_s, self.held[j], self.held_set[j]) for end_s, j in self.part_ends[part]]
+
+    def _backfill_job(self, job: int, now_s: int, space: NodeSpace, will_run: WillRun) -> Placement | None:
         part, gpus, cpus, n_nodes = shape = self.shape(job)
         limit_s = int(self.jobs.limit_s[job])
         start_res = now_s
-        for _ in range(len(space.slots) + 2):
+        for _ in range(space.n_slots + 2):
             avail, later = space.avail_over(start_res, max(start_res, now_s) + limit_s)
-            found = earliest_start(self.pool, shape, avail, ends, now_s, self.epoch_s)
+            found = will_run.earliest_start(shape, avail, now_s)
             if found is None:
                 if later is None:
                     return None
@@ -251,7 +306,7 @@ class Replay:
             if start <= now_s:
                 self.start(job, now_s, placement)
                 return placement
-            nodes = [node for node, _, _ in placement]
+            nodes = placement_set(placement)
             if later is not None and start > later:
                 start_res = later
                 continue
@@ -284,6 +339,32 @@ class Replay:
             timeline_used_gpus=_stack(used, len(self.part_used)),
             timeline_queued_jobs=_stack(queued, len(self.part_used)),
         )
+
+
+class _PartitionGate:
+    """The main pass's nodes still open: a partition whose job was blocked for resources closes its nodes, and the
+    pass can stop once every partition with jobs waiting is closed."""
+
+    def __init__(self, pool: NodePool, pending: list[int]):
+        self.partition_set = pool.partition_set
+        self.allowed: NodeSet = -1  # every node open
+        self.pending = list(pending)
+        self.closed = [False] * len(pending)
+        self.open_waiting = sum(1 for waiting in pending if waiting)  # open partitions with jobs waiting
+
+    def close(self, part: int) -> bool:
+        """Take part's nodes out of the pass; True when no partition with jobs waiting is open."""
+        self.allowed &= ~self.partition_set[part]
+        self.closed = [not nodes & self.allowed for nodes in self.partition_set]
+        self.open_waiting = sum(1 for c, waiting in zip(self.closed, self.pending, strict=True) if waiting and not c)
+        return self.open_waiting == 0
+
+    def started(self, part: int) -> bool:
+        """Count a job of part started; True when no partition with jobs waiting is open."""
+        self.pending[part] -= 1
+        if self.pending[part] == 0 and not self.closed[part]:
+            self.open_waiting -= 1
+        return self.open_waiting == 0
 
 
 def _stack(rows: list[np.ndarray], width: int) -> np.ndarray:

@@ -31,7 +31,8 @@ class UsageLedger:
         self.charge_at_end = config.limits_enforced
         self.usage = np.zeros(len(self.tree.users))
         self.last_pass_s = last_pass_s  # None: the first pass only starts the clock (no saved state)
-        self.factors = self._factors()
+        self.passed_usage = self.usage.copy()  # the usage of the last pass, which the factors are computed from
+        self.factors: np.ndarray | None = None  # computed when first asked for after a pass
 
     def _accrue(self, job: int, start_s: int, from_s: int, to_s: int) -> None:
         run_delta = to_s - max(start_s, from_s)
@@ -44,21 +45,30 @@ class UsageLedger:
             self._accrue(job, start_s, self.last_pass_s, end_s)
 
     def calc_pass(self, now_s: int, running: dict[int, int]) -> None:
-        """The decay thread's pass at now_s over the running jobs (job -> start second): decay, accrue, factors."""
+        """The decay thread's pass at now_s over the running jobs (job -> start second, in start order): decay,
+        accrue, and the factors recomputed (when next asked for)."""
         if self.last_pass_s is not None and now_s > self.last_pass_s:
             self.usage *= self.decay ** (now_s - self.last_pass_s)
-            for job, start_s in running.items():
-                self._accrue(job, start_s, self.last_pass_s, now_s)
+            if running:
+                jobs = np.fromiter(running, dtype=np.int64, count=len(running))
+                start_s = np.fromiter(running.values(), dtype=np.int64, count=len(running))
+                run_delta = now_s - np.maximum(start_s, self.last_pass_s)
+                ran = run_delta > 0
+                jobs, run_delta = jobs[ran], run_delta[ran]
+                np.add.at(self.usage, self.user_assoc[jobs], run_delta * self.decay**run_delta * self.rate[jobs])
         self.last_pass_s = now_s
-        self.factors = self._factors()
+        self.passed_usage = self.usage.copy()
+        self.factors = None
 
     def _factors(self) -> np.ndarray:
-        if not self.spec.multifactor:
+        if not self.spec.multifactor or self.spec.weight_fairshare == 0:
             return np.zeros(len(self.tree.users))
         if self.spec.fair_tree:
-            return fair_tree_factors(self.tree, self.usage)
-        return classic_factors(self.tree, self.usage, self.spec.dampening)
+            return fair_tree_factors(self.tree, self.passed_usage)
+        return classic_factors(self.tree, self.passed_usage, self.spec.dampening)
 
     def job_factors(self, rows: np.ndarray) -> np.ndarray:
-        """The current fair-share factor of jobs rows."""
+        """The fair-share factor of jobs rows as of the last pass."""
+        if self.factors is None:
+            self.factors = self._factors()
         return self.factors[self.user_assoc[rows]]

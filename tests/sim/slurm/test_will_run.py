@@ -2,13 +2,11 @@
 groups (ends up to the next 30-second clock boundary plus a window that doubles), and the expected start is the
 end of the last job freed, not the first moment the job would fit."""
 
-import numpy as np
-
 from analytics.slurm_config import NodeSpec, PartitionSpec, SlurmConfig
 from sim.slurm.nodes import NodePool
-from sim.slurm.plan import earliest_start
+from sim.slurm.plan import WillRun
 
-ALL = np.ones(1, dtype=bool)
+ALL = 1  # the one node
 
 
 def _busy(running: list[tuple[int, int]]) -> tuple[NodePool, list]:
@@ -18,8 +16,13 @@ def _busy(running: list[tuple[int, int]]) -> tuple[NodePool, list]:
     for end_s, gpus in running:
         held = ((0, gpus, gpus),)
         pool.allocate(held)
-        ends.append((end_s, held))
+        ends.append((end_s, held, 1))
     return pool, sorted(ends)
+
+
+def earliest_start(pool: NodePool, job, allowed, ends, now_s: int, epoch_s: int):
+    """The will-run test of one backfill pass over the running jobs ends."""
+    return WillRun(pool, lambda part: ends, epoch_s).earliest_start(job, allowed, now_s)
 
 
 def test_the_first_group_reaches_the_next_clock_boundary_plus_30_s():
