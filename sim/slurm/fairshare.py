@@ -30,7 +30,7 @@ class AssocTree:
     children: tuple[tuple[int, ...], ...]
     users: tuple[int, ...]  # node index of each user association, in the order of user_key
     user_key: tuple[tuple[str, str], ...]  # (account, user) of each user association
-    ancestors: np.ndarray  # (nodes x users) 1 where the node is the user association or above it
+    chains: tuple[tuple[int, ...], ...]  # each user association and every account above it, up to root
     sibling_shares: tuple[int, ...]  # the raw shares of each node and its siblings together
 
     def user_index(self, account: str, user: str) -> int:
@@ -38,8 +38,12 @@ class AssocTree:
         return self.user_key.index((account, user))
 
     def node_usage(self, user_usage: np.ndarray) -> np.ndarray:
-        """Every node's usage from the users' usage."""
-        return self.ancestors @ user_usage
+        """Every node's usage: its users' usage added in user order (so every implementation rounds alike)."""
+        out = np.zeros(len(self.names))
+        for u, chain in enumerate(self.chains):
+            for node in chain:
+                out[node] += user_usage[u]
+        return out
 
     def level_shares(self, node: int) -> int:
         """The raw shares of node and its siblings together."""
@@ -88,11 +92,13 @@ def _tree(accounts: dict[str, tuple[str, int]], users: dict[tuple[str, str], int
     for node, p in enumerate(parent):
         if p >= 0:
             children[p].append(node)
-    ancestors = np.zeros((len(names), len(user_nodes)))
-    for u, node in enumerate(user_nodes):
+    chains = []
+    for node in user_nodes:
+        chain = []
         while node >= 0:
-            ancestors[node, u] = 1.0
+            chain.append(node)
             node = parent[node]
+        chains.append(tuple(chain))
     return AssocTree(
         tuple(names),
         tuple(parent),
@@ -101,7 +107,7 @@ def _tree(accounts: dict[str, tuple[str, int]], users: dict[tuple[str, str], int
         tuple(tuple(c) for c in children),
         tuple(user_nodes),
         tuple(users),
-        ancestors,
+        tuple(chains),
         tuple(shares[n] if p < 0 else sum(shares[c] for c in children[p]) for n, p in enumerate(parent)),
     )
 
