@@ -162,7 +162,8 @@ def _summary_row(jobs: pl.DataFrame) -> dict:
             known = part["grp"].drop_nulls().filter(part["grp"].drop_nulls() != "UNFINISHED")
             row[f"{short}_rate{suffix}"] = (known == grp).sum() / known.len() if known.len() else None
         hit = jobs.filter(pl.col("grp") == grp)
-        row[f"{short}_gpu_time"] = float((hit["gpu_num"].cast(pl.Int64) * hit["duration"]).sum())
+        final = jobs["grp"].is_in(["COMPLETED", "CANCELLED", "FAILED"]).sum()  # none: no GPU time by final state
+        row[f"{short}_gpu_time"] = float((hit["gpu_num"].cast(pl.Int64) * hit["duration"]).sum()) if final else None
     return row
 
 

@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
@@ -124,6 +124,7 @@ _filters = st.builds(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(flt=_filters, name=st.sampled_from(_FAST))
+@example(flt=JobFilter(vcs=("vcA1",), users=("u2",)), name="cluster_summary")  # a cluster with no job ended yet
 def test_random_filters_match_reference(random_ds, flt, name):
     _check(random_ds, name, flt, {})
 
