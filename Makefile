@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m sim.slurm.warm  # compiles the Slurm twin once (about a minute) into numba's cache
 	touch $(STAMP)
 
 $(DEMO): | $(STAMP)

@@ -11,12 +11,12 @@ so a tied account starts its own walk tied with the previous sibling (as Slurm d
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from analytics.slurm_config import ROOT, AssocSpec
+from sim.slurm.jit import compiled
 
 
 @dataclass(frozen=True)
@@ -36,14 +36,6 @@ class AssocTree:
     def user_index(self, account: str, user: str) -> int:
         """The index (into users) of the association of user in account."""
         return self.user_key.index((account, user))
-
-    def node_usage(self, user_usage: np.ndarray) -> np.ndarray:
-        """Every node's usage: its users' usage added in user order (so every implementation rounds alike)."""
-        out = np.zeros(len(self.names))
-        for u, chain in enumerate(self.chains):
-            for node in chain:
-                out[node] += user_usage[u]
-        return out
 
     def level_shares(self, node: int) -> int:
         """The raw shares of node and its siblings together."""
@@ -132,62 +124,106 @@ def decay_per_s(half_life_s: int) -> float:
     return 1.0 - 0.693 / half_life_s if half_life_s > 0 else 1.0
 
 
-def level_fairshare(tree: AssocTree, usage: np.ndarray) -> np.ndarray:
+@compiled
+def node_usage(tt, user_usage):
+    """Every node's usage: its users' usage added in user order (so every implementation rounds alike)."""
+    out = np.zeros(len(tt.parent))
+    for u in range(len(tt.users)):
+        for i in range(tt.chain_ptr[u], tt.chain_ptr[u + 1]):
+            out[tt.chains[i]] += user_usage[u]
+    return out
+
+
+@compiled
+def level_fairshare(tt, usage):
     """Every node's level fair-share S/U (S: its shares over its siblings', U: its usage over its parent's; 0 without
     shares, infinite without usage)."""
-    parent = np.asarray(tree.parent)
-    parent_usage = usage[np.maximum(parent, 0)]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u = np.where(parent_usage > 0, usage / parent_usage, 0.0)
-        level = np.asarray(tree.sibling_shares)
-        s = np.where(level > 0, np.asarray(tree.shares) / level, 0.0)
-        return np.where(s == 0, 0.0, np.where(u > 0, s / u, math.inf))
+    out = np.zeros(len(tt.parent))
+    for node in range(1, len(tt.parent)):
+        parent_usage = usage[tt.parent[node]]
+        u = usage[node] / parent_usage if parent_usage > 0 else 0.0
+        level = tt.sibling_shares[node]
+        s = tt.shares[node] / level if level > 0 else 0.0
+        out[node] = 0.0 if s == 0 else (s / u if u > 0 else np.inf)
+    return out
 
 
-def fair_tree_factors(tree: AssocTree, user_usage: np.ndarray) -> np.ndarray:
-    """Each user association's Fair Tree factor (rank / user associations) for the users' usage."""
-    lf = level_fairshare(tree, tree.node_usage(user_usage)).tolist()
-    n_users = len(tree.users)
-    factor = [0.0] * len(tree.names)
+@compiled
+def fair_tree_factors(tt, user_usage):
+    """Each user association's Fair Tree factor (rank / user associations) for the users' usage: a depth-first walk
+    of the tree, siblings by level fair-share (users before accounts on ties, then in tree order)."""
+    lf = level_fairshare(tt, node_usage(tt, user_usage))
+    order = _siblings_in_order(tt, lf)
+    n_users = len(tt.users)
+    factor = np.zeros(len(tt.parent))
     rank = rnt = n_users
+    # the walk's frames: the account being walked, the next of its children, its first child's tie, the last lf
+    account = np.zeros(len(tt.parent), dtype=np.int64)
+    pos = np.zeros(len(tt.parent), dtype=np.int64)
+    tied_in = np.zeros(len(tt.parent), dtype=np.bool_)
+    prev = np.zeros(len(tt.parent))
+    depth = 1
+    while depth > 0:
+        top = depth - 1
+        a, i = account[top], pos[top]
+        if i == tt.child_ptr[a + 1] - tt.child_ptr[a]:
+            depth -= 1
+            continue
+        node = order[tt.child_ptr[a] + i]
+        pos[top] += 1
+        tied = tied_in[top] if i == 0 else prev[top] == lf[node]
+        prev[top] = lf[node]
+        if tt.is_user[node]:
+            if not tied:
+                rank = rnt
+            factor[node] = rank / n_users
+            rnt -= 1
+        else:
+            account[depth], pos[depth], tied_in[depth] = node, 0, tied
+            depth += 1
+    return factor[tt.users]
 
-    def walk(siblings: tuple[int, ...], account_tied: bool) -> None:
-        nonlocal rank, rnt
-        ordered = sorted(siblings, key=lambda n: (-lf[n], not tree.is_user[n], n))
-        prev = None
-        for i, node in enumerate(ordered):
-            tied = account_tied if i == 0 else prev == lf[node]
-            if tree.is_user[node]:
-                if not tied:
-                    rank = rnt
-                factor[node] = rank / n_users
-                rnt -= 1
-            else:
-                walk(tree.children[node], tied)
-            prev = lf[node]
 
-    walk(tree.children[0], False)
-    return np.array([factor[u] for u in tree.users])
+@compiled
+def _siblings_in_order(tt, lf):
+    """The children of every node (CSR as tt's) sorted by level fair-share (highest first), users first on ties,
+    then by node."""
+    order = tt.children.copy()
+    for a in range(len(tt.parent)):
+        lo, hi = tt.child_ptr[a], tt.child_ptr[a + 1]
+        if hi - lo > 1:
+            kids = tt.children[lo:hi]
+            by_kind = kids[np.argsort((~tt.is_user[kids]).astype(np.int64), kind="mergesort")]
+            order[lo:hi] = by_kind[np.argsort(-lf[by_kind], kind="mergesort")]
+    return order
 
 
-def classic_factors(tree: AssocTree, user_usage: np.ndarray, dampening: int = 1) -> np.ndarray:
+@compiled
+def classic_factors(tt, user_usage, dampening):
     """Each user association's classic factor 2^(-(effective usage / normalised shares) / dampening)."""
-    usage = tree.node_usage(user_usage)
+    usage = node_usage(tt, user_usage)
     total = usage[0]
-    norm = np.minimum(usage / total, 1.0) if total > 0 else np.zeros_like(usage)
-    shares_norm = np.ones(len(tree.names))
-    efctv = np.zeros(len(tree.names))
+    n = len(tt.parent)
+    norm = np.zeros(n)
+    if total > 0:
+        norm = np.minimum(usage / total, 1.0)
+    shares_norm = np.ones(n)
+    efctv = np.zeros(n)
     efctv[0] = 1.0
-    for node in range(1, len(tree.names)):  # nodes are numbered parents first
-        p = tree.parent[node]
-        level = tree.level_shares(node)
-        shares_norm[node] = shares_norm[p] * (tree.shares[node] / level if level else 0.0)
+    for node in range(1, n):  # nodes are numbered parents first
+        p = tt.parent[node]
+        level = tt.sibling_shares[node]
+        share = tt.shares[node] / level if level else 0.0
+        shares_norm[node] = shares_norm[p] * share
         if p == 0:
             efctv[node] = norm[node]
+        elif level:
+            efctv[node] = norm[node] + (efctv[p] - norm[node]) * share
         else:
-            weight = tree.shares[node] / level if level else 0.0
-            efctv[node] = norm[node] + (efctv[p] - norm[node]) * weight if level else efctv[p]
-    users = list(tree.users)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(shares_norm[users] > 0, 2.0 ** (-(efctv[users] / shares_norm[users]) / dampening), 0.0)
+            efctv[node] = efctv[p]
+    out = np.zeros(len(tt.users))
+    for k in range(len(tt.users)):
+        u = tt.users[k]
+        if shares_norm[u] > 0:
+            out[k] = 2.0 ** (-(efctv[u] / shares_norm[u]) / dampening)
     return out

@@ -11,193 +11,234 @@ room for it, so it can be later than the first moment it would fit, and lower jo
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable
+from typing import NamedTuple
 
-from sim.slurm.nodes import NodePool, NodeSet, Placement, choose, members
+import numpy as np
 
-RunningEnd = tuple[int, Placement, NodeSet]  # a running job's expected end, placement and nodes
-
-
-class NodeSpace:
-    """Backfill's node-space map from now to the end of its window, at bf_resolution: consecutive slots
-    [begin_s, end_s) with the nodes no pending job has reserved in each."""
-
-    def __init__(self, now_s: int, window_s: int, all_nodes: NodeSet, resolution_s: int):
-        self.resolution_s = resolution_s
-        self.all_nodes = all_nodes
-        self.begin_s = [now_s]
-        self.slot_end_s = [now_s + window_s]
-        self.avail = [all_nodes]
-
-    @property
-    def end_s(self) -> int:
-        """The end of the window."""
-        return self.slot_end_s[-1]
-
-    @property
-    def n_slots(self) -> int:
-        """How many slots the map has."""
-        return len(self.avail)
-
-    def avail_over(self, start_s: int, end_s: int) -> tuple[NodeSet, int | None]:
-        """The nodes free of reservations over [start_s, end_s], and the first later second at which more nodes
-        become free (None if none), where a later try could fare better."""
-        avail, later = self.all_nodes, None
-        slots = self.avail
-        for k in range(bisect.bisect_right(self.slot_end_s, start_s), len(slots)):
-            if self.begin_s[k] > end_s:
-                break
-            if later is None and k + 1 < len(slots) and slots[k + 1] & ~slots[k]:
-                later = self.slot_end_s[k]
-            avail &= slots[k]
-        return avail, later
-
-    def overlaps(self, start_s: int, end_s: int, nodes: NodeSet) -> bool:
-        """Whether any of nodes is reserved somewhere in [start_s, end_s)."""
-        for k in range(bisect.bisect_right(self.slot_end_s, start_s), len(self.avail)):
-            if self.begin_s[k] >= end_s:
-                return False
-            if nodes & ~self.avail[k]:
-                return True
-        return False
-
-    def reserve(self, start_s: int, end_s: int, nodes: NodeSet) -> None:
-        """Take nodes out of every slot within [start_s, end_s) (rounded out to the resolution)."""
-        r = self.resolution_s
-        start_s, end_s = (start_s // r) * r, -(-end_s // r) * r
-        self._split(start_s)
-        self._split(end_s)
-        for k in range(bisect.bisect_left(self.begin_s, start_s), len(self.avail)):
-            if self.slot_end_s[k] > end_s:
-                break
-            self.avail[k] &= ~nodes
-
-    def _split(self, t_s: int) -> None:
-        k = bisect.bisect_right(self.slot_end_s, t_s)
-        if k < len(self.avail) and self.begin_s[k] < t_s:
-            self.begin_s.insert(k + 1, t_s)
-            self.slot_end_s.insert(k, t_s)
-            self.avail.insert(k + 1, self.avail[k])
-
+from sim.slurm.jit import NONE, compiled
+from sim.slurm.nodes import place
 
 WILL_RUN_WINDOW_S = 30  # the will-run test's first window and the clock barrier it is aligned on
-# A group of running jobs freed together by the will-run test: the last one's expected end, and the free GPUs and
-# CPUs of each usable node it changes, as they are once the group and every earlier one is freed.
-FreedGroup = tuple[int, tuple[tuple[int, int, int], ...]]
 
 
-def freed_groups(pool: NodePool, usable: NodeSet, ends: list[RunningEnd], epoch_s: int) -> list[FreedGroup]:
-    """The will-run test's groups for jobs that may use the usable nodes: the running jobs on them (sorted by
-    expected end) freed in windowed groups aligned on the clock (epoch_s: its second at replay second 0)."""
-    relevant = [(end_s, held) for end_s, held, nodes in ends if nodes & usable]
-    free_g: dict[int, int] = {}
-    free_c: dict[int, int] = {}
-    groups: list[FreedGroup] = []
-    window_s, barrier_s, k = WILL_RUN_WINDOW_S, None, 0
-    while k < len(relevant):
-        touched: dict[int, None] = {}
+class Space(NamedTuple):
+    """Backfill's node-space map from now to the end of its window: slots [begin_s, end_s) in order, each with the
+    nodes no pending job has reserved in it (size[0] slots in use)."""
+
+    begin_s: np.ndarray
+    end_s: np.ndarray
+    avail: np.ndarray  # bool (slots x nodes)
+    size: np.ndarray
+
+
+def new_space(max_reservations: int, n_nodes: int) -> Space:
+    """Room for a map of up to max_reservations reservations over n_nodes nodes."""
+    slots = 2 * max_reservations + 1
+    return Space(
+        np.zeros(slots, dtype=np.int64),
+        np.zeros(slots, dtype=np.int64),
+        np.ones((slots, n_nodes), dtype=np.bool_),
+        np.zeros(1, dtype=np.int64),
+    )
+
+
+@compiled
+def space_open(sp, now_s, window_s):
+    """The empty map: one slot from now to the end of the window, every node free."""
+    sp.begin_s[0], sp.end_s[0] = now_s, now_s + window_s
+    sp.avail[0, :] = True
+    sp.size[0] = 1
+
+
+@compiled
+def avail_over(sp, start_s, end_s, out):
+    """The nodes free of reservations over [start_s, end_s] into out; returns the first later second at which more
+    nodes become free (NONE if none), where a later try could fare better."""
+    begin, end, avail = sp.begin_s, sp.end_s, sp.avail  # NOTE: taken out of the tuple once (no count per use)
+    out[:] = True
+    later = NONE
+    n = sp.size[0]
+    n_nodes = len(out)
+    k = np.searchsorted(end[:n], start_s, side="right")
+    while k < n:
+        if begin[k] > end_s:
+            break
+        if later == NONE and k + 1 < n:
+            for node in range(n_nodes):
+                if avail[k + 1, node] and not avail[k, node]:
+                    later = end[k]
+                    break
+        for node in range(n_nodes):
+            out[node] &= avail[k, node]
+        k += 1
+    return later
+
+
+@compiled
+def overlaps(sp, start_s, end_s, nodes, n_nodes):
+    """Whether any of nodes[:n_nodes] is reserved somewhere in [start_s, end_s)."""
+    begin, avail = sp.begin_s, sp.avail
+    n = sp.size[0]
+    for k in range(np.searchsorted(sp.end_s[:n], start_s, side="right"), n):
+        if begin[k] >= end_s:
+            return False
+        for i in range(n_nodes):
+            if not avail[k, nodes[i]]:
+                return True
+    return False
+
+
+@compiled
+def reserve(sp, start_s, end_s, nodes, n_nodes, resolution_s):
+    """Take nodes[:n_nodes] out of every slot within [start_s, end_s) (rounded out to the resolution)."""
+    start_s = (start_s // resolution_s) * resolution_s
+    end_s = -(-end_s // resolution_s) * resolution_s
+    _split(sp, start_s)
+    _split(sp, end_s)
+    end, avail = sp.end_s, sp.avail
+    n = sp.size[0]
+    for k in range(np.searchsorted(sp.begin_s[:n], start_s, side="left"), n):
+        if end[k] > end_s:
+            break
+        for i in range(n_nodes):
+            avail[k, nodes[i]] = False
+
+
+@compiled
+def _split(sp, t_s):
+    begin, end, avail = sp.begin_s, sp.end_s, sp.avail
+    n = sp.size[0]
+    k = np.searchsorted(end[:n], t_s, side="right")
+    if k < n and begin[k] < t_s:
+        begin[k + 2 : n + 1] = begin[k + 1 : n].copy()
+        end[k + 1 : n + 1] = end[k:n].copy()
+        avail[k + 2 : n + 1] = avail[k + 1 : n].copy()
+        begin[k + 1] = t_s
+        end[k] = t_s
+        avail[k + 1] = avail[k]
+        sp.size[0] = n + 1
+
+
+class WillRunScratch(NamedTuple):
+    """Working arrays of the will-run test (per node, and per running job)."""
+
+    usable: np.ndarray  # bool per node
+    fitting: np.ndarray  # bool per node
+    free_g: np.ndarray
+    free_c: np.ndarray
+    touched: np.ndarray  # nodes a group changed
+    relevant: np.ndarray  # positions in the running list of the jobs on usable nodes
+
+
+def new_will_run(n_nodes: int, n_jobs: int) -> WillRunScratch:
+    """Working arrays for a cluster of n_nodes nodes and a replay of n_jobs jobs."""
+    return WillRunScratch(
+        np.zeros(n_nodes, dtype=np.bool_),
+        np.zeros(n_nodes, dtype=np.bool_),
+        np.zeros(n_nodes, dtype=np.int64),
+        np.zeros(n_nodes, dtype=np.int64),
+        np.zeros(n_nodes, dtype=np.int64),
+        np.zeros(max(n_jobs, 1), dtype=np.int64),
+    )
+
+
+@compiled
+def earliest_start(cl, free_g, free_c, running, pl, job, allowed, now_s, epoch_s, wr, out_node, out_g, out_c):
+    """When job (partition, gpus, cpus, nodes) can first start on the allowed nodes as the will-run test finds it,
+    freeing the running jobs (running: expected end, job, by expected end; pl: their placements) in its windowed
+    groups aligned on the clock (epoch_s: its second at replay second 0): now, else the end of the last job freed in
+    the group that makes room and at least now + 1, or NONE if never; the placement is written to out_*."""
+    part, gpus, cpus, n_nodes = job
+    if place(cl, free_g, free_c, part, gpus, cpus, n_nodes, allowed, out_node, out_g, out_c):
+        return now_s
+    part_nodes, lo, hi = cl.part_nodes, cl.part_ptr[part], cl.part_ptr[part + 1]
+    usable, fitting = wr.usable, wr.fitting
+    n_usable = 0
+    for i in range(lo, hi):
+        node = part_nodes[i]
+        usable[node] = allowed[node]
+        n_usable += allowed[node]
+    start = NONE
+    if n_usable >= n_nodes:
+        start = _freed_start(cl, free_g, free_c, running, pl, job, now_s, epoch_s, wr, out_node, out_g, out_c)
+    for i in range(lo, hi):
+        usable[part_nodes[i]] = False
+        fitting[part_nodes[i]] = False
+    return start
+
+
+@compiled
+def _freed_start(cl, free_g, free_c, running, pl, job, now_s, epoch_s, wr, out_node, out_g, out_c):
+    part, gpus, cpus, n_nodes = job
+    end_at, job_at, n_running = running
+    usable, fitting, freed_g, freed_c, touched, relevant = wr
+    pl_ptr, pl_size, pl_node, pl_gpus, pl_cpus = pl
+    part_nodes, lo, hi = cl.part_nodes, cl.part_ptr[part], cl.part_ptr[part + 1]
+    n_rel = 0
+    for k in range(n_running):
+        j = job_at[k]
+        for i in range(pl_ptr[j], pl_ptr[j] + pl_size[j]):
+            if usable[pl_node[i]]:
+                relevant[n_rel] = k
+                n_rel += 1
+                break
+    if n_rel == 0:
+        return NONE
+    freed_g[:] = free_g
+    freed_c[:] = free_c
+    even = gpus % n_nodes == 0 and cpus % n_nodes == 0
+    g, c = gpus // n_nodes, cpus // n_nodes
+    n_fit = 0
+    if even:
+        for i in range(lo, hi):
+            node = part_nodes[i]
+            if usable[node] and free_g[node] >= g and free_c[node] >= c:
+                fitting[node] = True
+                n_fit += 1
+    window_s, barrier_s, k = WILL_RUN_WINDOW_S, NONE, 0
+    room = len(touched)
+    while k < n_rel:
+        n_touched = 0
         while True:  # one group: free every job that ends within the barrier plus the window
-            end_s, held = relevant[k]
-            if barrier_s is None:
+            end_s, j = end_at[relevant[k]], job_at[relevant[k]]
+            if barrier_s == NONE:
                 barrier_s = end_s + WILL_RUN_WINDOW_S - (end_s + epoch_s) % WILL_RUN_WINDOW_S
-            for node, g, c in held:
-                if usable >> node & 1:
-                    free_g[node] = free_g.get(node, pool.free_gpus[node]) + g
-                    free_c[node] = free_c.get(node, pool.free_cpus[node]) + c
-                    touched[node] = None
+            for i in range(pl_ptr[j], pl_ptr[j] + pl_size[j]):
+                node = pl_node[i]
+                if usable[node]:
+                    freed_g[node] += pl_gpus[i]
+                    freed_c[node] += pl_cpus[i]
+                    touched[n_touched % room] = node
+                    n_touched += 1
             k += 1
-            if k == len(relevant) or relevant[k][0] > barrier_s + window_s:
+            if k == n_rel or end_at[relevant[k]] > barrier_s + window_s:
                 break
         window_s *= 2
-        while k < len(relevant) and relevant[k][0] > barrier_s + window_s:
+        while k < n_rel and end_at[relevant[k]] > barrier_s + window_s:
             window_s *= 2
-        groups.append((end_s, tuple((node, free_g[node], free_c[node]) for node in touched)))
-    return groups
-
-
-class WillRun:
-    """The will-run test within one backfill pass: each job's earliest start, the running jobs' groups computed once
-    per set of usable nodes until a job starts (forget)."""
-
-    def __init__(self, pool: NodePool, running_on: Callable[[int], list[RunningEnd]], epoch_s: int = 0):
-        self.pool, self.running_on, self.epoch_s = pool, running_on, epoch_s
-        self.groups: dict[NodeSet, list[FreedGroup]] = {}
-
-    def forget(self) -> None:
-        """Drop the groups: a job started, so the running jobs changed."""
-        self.groups.clear()
-
-    def earliest_start(self, job: tuple[int, int, int, int], allowed: NodeSet, now_s: int):
-        """When and where job (partition, gpus, cpus, nodes) can first start on the allowed nodes, freeing the
-        running jobs in the will-run test's groups (a start after now is the end of the last job freed, and at
-        least now + 1), or None if never."""
-        pool = self.pool
-        part, gpus, cpus, n_nodes = job
-        placement = pool.place(part, gpus, cpus, n_nodes, allowed)
-        if placement is not None:
-            return now_s, placement
-        usable = pool.partition_set[part] & allowed
-        if usable.bit_count() < n_nodes:
-            return None
-        groups = self.groups.get(usable)
-        if groups is None:
-            groups = self.groups[usable] = freed_groups(pool, usable, self.running_on(part), self.epoch_s)
-        even = gpus % n_nodes == 0 and cpus % n_nodes == 0
-        fit = _EvenFit(pool, usable, gpus, cpus, n_nodes) if even else _UnevenFit(pool, job, usable)
-        for end_s, changes in groups:
-            placement = fit.after(changes)
-            if placement is not None:
-                return max(end_s, now_s + 1), placement
-        return None
-
-
-class _EvenFit:
-    """First fit of a job whose GPUs and CPUs split evenly over its nodes, as groups free nodes: only the nodes a
-    group changes are tested again (free resources only grow)."""
-
-    def __init__(self, pool: NodePool, usable: NodeSet, gpus: int, cpus: int, n_nodes: int):
-        self.g, self.c, self.n_nodes = gpus // n_nodes, cpus // n_nodes, n_nodes
-        self.fitting = 0  # usable nodes that hold one share
-        if self.g < len(pool.with_gpus):
-            for node in members(usable & pool.with_gpus[self.g]):
-                if pool.free_cpus[node] >= self.c:
-                    self.fitting |= 1 << node
-
-    def after(self, changes: tuple[tuple[int, int, int], ...]) -> Placement | None:
-        """The placement once a group's changes are freed, or None."""
-        for node, free_g, free_c in changes:
-            if free_g >= self.g and free_c >= self.c:
-                self.fitting |= 1 << node
-        if self.fitting.bit_count() < self.n_nodes:
-            return None
-        picked = []
-        for node in members(self.fitting):
-            picked.append((node, self.g, self.c))
-            if len(picked) == self.n_nodes:
-                break
-        return tuple(picked)
-
-
-class _UnevenFit:
-    """First fit of a job whose shares differ between its nodes, on the free resources as groups free them."""
-
-    def __init__(self, pool: NodePool, job: tuple[int, int, int, int], usable: NodeSet):
-        self.pool, self.job, self.usable = pool, job, usable
-        self.free_g: dict[int, int] = {}
-        self.free_c: dict[int, int] = {}
-
-    def after(self, changes: tuple[tuple[int, int, int], ...]) -> Placement | None:
-        """The placement once a group's changes are freed, or None."""
-        for node, free_g, free_c in changes:
-            self.free_g[node], self.free_c[node] = free_g, free_c
-        _, gpus, cpus, n_nodes = self.job
-        free_g, free_c, pool = self.free_g, self.free_c, self.pool
-        return choose(
-            self.usable,
-            lambda n: free_g.get(n, pool.free_gpus[n]),
-            lambda n: free_c.get(n, pool.free_cpus[n]),
-            gpus,
-            cpus,
-            n_nodes,
-        )
+        if even:
+            if n_touched > room:  # NOTE: more changes than nodes: test every usable node again
+                n_fit = 0
+                for i in range(lo, hi):
+                    node = part_nodes[i]
+                    fitting[node] = usable[node] and freed_g[node] >= g and freed_c[node] >= c
+                    n_fit += fitting[node]
+            else:
+                for t in range(n_touched):
+                    node = touched[t]
+                    if not fitting[node] and freed_g[node] >= g and freed_c[node] >= c:
+                        fitting[node] = True
+                        n_fit += 1
+            if n_fit >= n_nodes:
+                f = 0
+                for i in range(lo, hi):
+                    node = part_nodes[i]
+                    if fitting[node]:
+                        out_node[f], out_g[f], out_c[f] = node, g, c
+                        f += 1
+                        if f == n_nodes:
+                            break
+                return max(end_s, now_s + 1)
+        elif place(cl, freed_g, freed_c, part, gpus, cpus, n_nodes, usable, out_node, out_g, out_c):
+            return max(end_s, now_s + 1)
+    return NONE

@@ -1,30 +1,45 @@
 """The `slurm` policy's event loop: submissions, ends, the decay thread's passes, the main scheduler (at each
 submission and end, and every sched_interval) and the backfill scheduler (every bf_interval when something
-changed), over one pool of nodes shared by the partitions, second by second as sim.engine.loop drives it.
+changed), over one pool of nodes shared by the partitions, second by second as sim.engine.loop would drive it.
 
 Timing as slurmctld 22.05 keeps it: the periodic passes count from its start (BOOT_TIME; the replay's start when
 unknown), a job past its time limit is stopped at the next limit check (every 30 s) after start + limit +
 OverTimeLimit, and within one second ends come first, then submissions, the decay pass, the main pass and backfill.
+The loop and its passes are compiled (sim.slurm.jit); `replay` builds their tables and returns the outcome.
 """
 
 from __future__ import annotations
 
-import bisect
-import heapq
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
+from numba.typed import List
 
 from analytics.slurm_config import SlurmConfig
-from sim.engine.loop import NEVER, drive
+from sim.slurm import limits, tables
+from sim.slurm.jit import NEVER, NONE, compiled
 from sim.slurm.jobs import NEVER_S, SlurmJobs
-from sim.slurm.limits import Limits
-from sim.slurm.nodes import NodePool, NodeSet, Placement, node_set, placement_set
-from sim.slurm.plan import NodeSpace, RunningEnd, WillRun
-from sim.slurm.priority import PriorityModel
-from sim.slurm.usage import UsageLedger
+from sim.slurm.limits import Held, blocked, count, new_held
+from sim.slurm.nodes import fits_empty, nodes_needed, place
+from sim.slurm.plan import (
+    Space,
+    WillRunScratch,
+    avail_over,
+    earliest_start,
+    new_space,
+    new_will_run,
+    overlaps,
+    reserve,
+    space_open,
+)
+from sim.slurm.priority import priority_at
+from sim.slurm.tables import Caps, Cluster, JobTable, Settings, TreeTable
+from sim.slurm.usage import Ledger, calc_pass, factor_of, job_end, new_ledger
 
 LIMIT_CHECK_S = 30  # slurmctld checks time limits every PERIODIC_TIMEOUT seconds
+CHUNK = 4096  # timeline rows per chunk
+Placement = tuple[tuple[int, int, int], ...]  # (node, gpus, cpus) per node of an allocation
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,333 +57,658 @@ class SlurmOutcome:
     timeline_queued_jobs: np.ndarray  # (events x groups) jobs waiting in each group (groups: partitions by default)
 
 
-def _last_tick(boot_s: int, period_s: int) -> int | None:
-    """The decay thread's last pass at or before the replay's start, None if slurmctld starts later."""
-    return None if boot_s > 0 else next_tick(1, boot_s, period_s) - period_s
-
-
 def next_tick(now_s: int, origin_s: int, period_s: int) -> int:
     """The first second >= now_s of the ticks origin_s + k * period_s."""
     return origin_s + -(-(now_s - origin_s) // period_s) * period_s
 
 
-class Replay:
-    """The state of one replay: pool, queue, running jobs, usage, limits and the passes' clocks."""
+_next_tick = compiled(next_tick)
 
-    def __init__(
-        self,
-        config: SlurmConfig,
-        jobs: SlurmJobs,
-        boot_s: int = 0,
-        groups: tuple[np.ndarray, int] | None = None,
-        epoch_s: int = 0,
-    ):
-        self.config, self.jobs, self.boot_s, self.epoch_s = config, jobs, boot_s, epoch_s
-        self.group, n_groups = (jobs.partition, len(config.partitions)) if groups is None else groups
-        self.pool = NodePool(config)
-        n = len(jobs)
-        self.job_nodes = np.array(
-            [self.pool.nodes_needed(int(p), int(g), int(c), int(k)) for p, g, c, k in self._shapes()], dtype=np.int64
-        )
-        self.limits = Limits(config, jobs)
-        self.runnable = np.array([self._runnable(j) and self.limits.can_ever_start(j) for j in range(n)], dtype=bool)
-        self.prio_model = PriorityModel(config, jobs, self.job_nodes)
-        self.usage = UsageLedger(config, jobs, _last_tick(boot_s, config.priority.calc_period_s))
-        self.priority = np.zeros(n)
-        self.queue: list[int] = []  # pending jobs in Slurm's order (see queue_key)
-        self.part_pending = [0] * len(config.partitions)
-        self.running: dict[int, int] = {}  # job -> start second, in start order
-        self.held: dict[int, Placement] = {}
-        self.held_set: dict[int, NodeSet] = {}
-        self.all_nodes = node_set(range(len(config.nodes)))
-        self.placed: list[Placement] = [()] * n
-        self.ends: list[tuple[int, int]] = []  # heap of (end second, job)
-        self.part_ends: list[list[tuple[int, int]]] = [[] for _ in config.partitions]  # (start + limit, job) of
-        # the running jobs on each partition's nodes, sorted
-        self.start_s = np.full(n, -1, dtype=np.int64)
-        self.end_s = np.full(n, -1, dtype=np.int64)
-        self.timed_out = np.zeros(n, dtype=bool)
-        self.dirty = False
-        s = config.sched
-        self.next_calc = next_tick(0, boot_s, config.priority.calc_period_s)
-        self.next_sched = next_tick(1, boot_s, s.sched_interval_s)
-        self.next_bf = next_tick(1, boot_s, s.bf_interval_s)
-        self.part_used = np.zeros(n_groups, dtype=np.int64)  # GPUs held and jobs waiting per timeline group
-        self.part_queued = np.zeros(n_groups, dtype=np.int64)
-        self.timeline: tuple[list[int], list[np.ndarray], list[np.ndarray]] = ([], [], [])
 
-    def _shapes(self):
-        j = self.jobs
-        return zip(j.partition, j.gpus, j.cpus, j.nodes, strict=True)
+class Placements(NamedTuple):
+    """Where each started job runs: its rows ptr[j] .. ptr[j] + size[j] of node, gpus and cpus."""
 
-    def _runnable(self, job: int) -> bool:
-        part = int(self.jobs.partition[job])
-        spec = self.config.partitions[part]
-        n_nodes = int(self.job_nodes[job])
-        if spec.max_nodes is not None and n_nodes > spec.max_nodes:
+    ptr: np.ndarray
+    size: np.ndarray
+    node: np.ndarray
+    gpus: np.ndarray
+    cpus: np.ndarray
+
+
+class Queue(NamedTuple):
+    """The pending jobs in Slurm's order, the running ones (in start order, -1 once ended; and by expected end),
+    the heap of ends, and the counters of the timeline groups and partitions."""
+
+    pending: np.ndarray
+    running: np.ndarray
+    slot: np.ndarray  # each running job's index in running
+    expected_end: np.ndarray  # (start + limit) of the running jobs, sorted with expected_job
+    expected_job: np.ndarray
+    heap_end: np.ndarray
+    heap_job: np.ndarray
+    part_pending: np.ndarray
+    group_used: np.ndarray
+    group_queued: np.ndarray
+    size: np.ndarray  # [pending, running slots, running jobs, expected, heap, timeline rows]
+
+
+class Clock(NamedTuple):
+    """The passes' next seconds and whether something changed since the last backfill pass."""
+
+    ticks: np.ndarray  # [next decay pass, next main pass, next backfill pass, dirty]
+
+
+class Outcome(NamedTuple):
+    """The per-job results the loop writes."""
+
+    start_s: np.ndarray
+    end_s: np.ndarray
+    priority: np.ndarray
+    timed_out: np.ndarray
+
+
+class Pass(NamedTuple):
+    """Working arrays of one pass: the nodes it leaves open, its partitions' state and a placement found."""
+
+    allowed: np.ndarray
+    every: np.ndarray  # all True
+    first_end: np.ndarray  # per partition, the first expected end of a job running on its nodes
+    avail: np.ndarray
+    closed: np.ndarray
+    pending: np.ndarray
+    deferred: np.ndarray
+    out_node: np.ndarray
+    out_g: np.ndarray
+    out_c: np.ndarray
+
+
+P_PENDING, R_SLOTS, R_JOBS, X_SIZE, H_SIZE, T_SIZE = 0, 1, 2, 3, 4, 5
+NEXT_CALC, NEXT_SCHED, NEXT_BF, DIRTY = 0, 1, 2, 3
+
+
+class Model(NamedTuple):
+    """Everything one replay reads and writes."""
+
+    cl: Cluster
+    free_g: np.ndarray  # free GPUs per node
+    free_c: np.ndarray  # free CPUs per node
+    jt: JobTable
+    tt: TreeTable
+    caps: Caps
+    st: Settings
+    held: Held
+    lg: Ledger
+    q: Queue
+    clock: Clock
+    out: Outcome
+    pl: Placements
+    sp: Space
+    wr: WillRunScratch
+    ps: Pass
+
+
+# ---------------------------------------------------------------- the queue
+
+
+@compiled
+def _enqueue(m, job):
+    """Put an arriving job in its place: partition tier, then priority (highest first), then submission."""
+    pending, tier, priority, size = m.q.pending, m.jt.tier, m.out.priority, m.q.size
+    n = size[P_PENDING]
+    t, p = tier[job], priority[job]
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        other = pending[mid]
+        if tier[other] > t or (tier[other] == t and (priority[other] > p or (priority[other] == p and other < job))):
+            lo = mid + 1
+        else:
+            hi = mid
+    pending[lo + 1 : n + 1] = pending[lo:n].copy()
+    pending[lo] = job
+    size[P_PENDING] = n + 1
+
+
+@compiled
+def _dequeue_started(m):
+    pending, start_s, size = m.q.pending, m.out.start_s, m.q.size
+    k = 0
+    for i in range(size[P_PENDING]):
+        if start_s[pending[i]] < 0:
+            pending[k] = pending[i]
+            k += 1
+    size[P_PENDING] = k
+
+
+@compiled
+def _resort(m):
+    n = m.q.size[P_PENDING]
+    rows = np.sort(m.q.pending[:n])
+    rows = rows[np.argsort(-m.out.priority[rows], kind="mergesort")]
+    rows = rows[np.argsort(-m.jt.tier[rows], kind="mergesort")]
+    m.q.pending[:n] = rows
+
+
+# ---------------------------------------------------------------- running jobs
+
+
+@compiled
+def _heap_push(q, end_s, job):
+    k = q.size[H_SIZE]
+    q.size[H_SIZE] = k + 1
+    while k > 0:
+        parent = (k - 1) // 2
+        if (q.heap_end[parent], q.heap_job[parent]) <= (end_s, job):
+            break
+        q.heap_end[k], q.heap_job[k] = q.heap_end[parent], q.heap_job[parent]
+        k = parent
+    q.heap_end[k], q.heap_job[k] = end_s, job
+
+
+@compiled
+def _heap_pop(q):
+    job = q.heap_job[0]
+    n = q.size[H_SIZE] - 1
+    q.size[H_SIZE] = n
+    end_s, last = q.heap_end[n], q.heap_job[n]
+    k = 0
+    while True:
+        child = 2 * k + 1
+        if child >= n:
+            break
+        if child + 1 < n and (q.heap_end[child + 1], q.heap_job[child + 1]) < (q.heap_end[child], q.heap_job[child]):
+            child += 1
+        if (end_s, last) <= (q.heap_end[child], q.heap_job[child]):
+            break
+        q.heap_end[k], q.heap_job[k] = q.heap_end[child], q.heap_job[child]
+        k = child
+    q.heap_end[k], q.heap_job[k] = end_s, last
+    return job
+
+
+@compiled
+def _expect(q, end_s, job, sign):
+    """Add (sign 1) or remove (-1) a running job's expected end, kept sorted by (end, job)."""
+    n = q.size[X_SIZE]
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if (q.expected_end[mid], q.expected_job[mid]) < (end_s, job):
+            lo = mid + 1
+        else:
+            hi = mid
+    if sign > 0:
+        q.expected_end[lo + 1 : n + 1] = q.expected_end[lo:n].copy()
+        q.expected_job[lo + 1 : n + 1] = q.expected_job[lo:n].copy()
+        q.expected_end[lo], q.expected_job[lo] = end_s, job
+        q.size[X_SIZE] = n + 1
+    else:
+        q.expected_end[lo : n - 1] = q.expected_end[lo + 1 : n].copy()
+        q.expected_job[lo : n - 1] = q.expected_job[lo + 1 : n].copy()
+        q.size[X_SIZE] = n - 1
+
+
+@compiled
+def _compact_running(q):
+    k = 0
+    for i in range(q.size[R_SLOTS]):
+        if q.running[i] >= 0:
+            q.running[k] = q.running[i]
+            q.slot[q.running[k]] = k
+            k += 1
+    q.size[R_SLOTS] = k
+
+
+@compiled
+def start(m, job, now_s):
+    """Start job at now_s on the placement in m.ps.out_*: its end is its true end or the limit check that stops it
+    (the pass that starts it takes it off the queue)."""
+    jt, q, pl, ps = m.jt, m.q, m.pl, m.ps
+    n = jt.nodes[job]
+    base = pl.ptr[job]
+    for i in range(n):
+        node = ps.out_node[i]
+        pl.node[base + i], pl.gpus[base + i], pl.cpus[base + i] = node, ps.out_g[i], ps.out_c[i]
+        m.free_g[node] -= ps.out_g[i]
+        m.free_c[node] -= ps.out_c[i]
+    pl.size[job] = n
+    if m.st.limits_active:
+        count(m.held, m.tt, jt.user_assoc[job], jt.user[job], jt.qos[job], jt.gpus[job], np.int64(1))
+    if q.size[R_SLOTS] == len(q.running) or q.size[R_SLOTS] > 2 * q.size[R_JOBS] + 64:
+        _compact_running(q)  # NOTE: ended jobs' slots are reclaimed once they outnumber the running ones
+    q.slot[job] = q.size[R_SLOTS]
+    q.running[q.size[R_SLOTS]] = job
+    q.size[R_SLOTS] += 1
+    q.size[R_JOBS] += 1
+    q.part_pending[jt.partition[job]] -= 1
+    q.group_queued[jt.group[job]] -= 1
+    q.group_used[jt.group[job]] += jt.gpus[job]
+    m.out.start_s[job] = now_s
+    _expect(q, now_s + jt.limit_s[job], job, np.int64(1))
+    stop_s = now_s + jt.limit_s[job] + m.st.over_time_limit_s
+    kill_s = _next_tick(stop_s, m.st.boot_s, LIMIT_CHECK_S)
+    true_end_s = now_s + jt.duration_s[job] if jt.duration_s[job] < NEVER_S else NEVER
+    end_s = min(true_end_s, kill_s)
+    m.out.timed_out[job] = end_s == kill_s and true_end_s > kill_s
+    m.out.end_s[job] = end_s
+    _heap_push(q, end_s, job)
+    m.clock.ticks[DIRTY] = 1
+
+
+@compiled
+def _end_jobs(m, now_s):
+    jt, q, pl = m.jt, m.q, m.pl
+    ended = False
+    while q.size[H_SIZE] > 0 and q.heap_end[0] == now_s:
+        job = _heap_pop(q)
+        started = m.out.start_s[job]
+        _expect(q, started + jt.limit_s[job], job, np.int64(-1))
+        for i in range(pl.ptr[job], pl.ptr[job] + pl.size[job]):
+            m.free_g[pl.node[i]] += pl.gpus[i]
+            m.free_c[pl.node[i]] += pl.cpus[i]
+        q.group_used[jt.group[job]] -= jt.gpus[job]
+        if m.st.limits_active:
+            count(m.held, m.tt, jt.user_assoc[job], jt.user[job], jt.qos[job], jt.gpus[job], np.int64(-1))
+        q.running[q.slot[job]] = -1
+        q.size[R_JOBS] -= 1
+        job_end(m.lg, m.st, jt, job, started, now_s)
+        ended = True
+        m.clock.ticks[DIRTY] = 1
+    return ended
+
+
+# ---------------------------------------------------------------- the passes
+
+
+@compiled
+def _priority(m, job, now_s):
+    fs = factor_of(m.lg, m.st, m.tt, m.jt.user_assoc[job]) if m.st.multifactor else 0.0
+    return priority_at(m.st, m.jt, job, now_s, fs)
+
+
+@compiled
+def _calc_pass(m, now_s):
+    q = m.q
+    calc_pass(m.lg, m.st, m.jt, now_s, q.running, q.size[R_SLOTS], m.out.start_s)
+    n = q.size[P_PENDING]
+    if n:
+        for i in range(n):
+            job = q.pending[i]
+            m.out.priority[job] = _priority(m, job, now_s)
+        _resort(m)
+        m.clock.ticks[DIRTY] = 1
+    m.clock.ticks[NEXT_CALC] += m.st.calc_period_s
+
+
+@compiled
+def _blocked(m, job):
+    jt = m.jt
+    return blocked(m.caps, m.held, m.tt, jt.user_assoc[job], jt.user[job], jt.qos[job], jt.gpus[job]) != 0
+
+
+@compiled
+def _close(part_ptr, part_nodes, allowed, closed, waiting, part):
+    """Take part's nodes out of the main pass and mark the partitions left without an open node; returns how many
+    partitions with jobs waiting are still open."""
+    for i in range(part_ptr[part], part_ptr[part + 1]):
+        allowed[part_nodes[i]] = False
+    open_waiting = 0
+    for p in range(len(closed)):
+        shut = True
+        for i in range(part_ptr[p], part_ptr[p + 1]):
+            if allowed[part_nodes[i]]:
+                shut = False
+                break
+        closed[p] = shut
+        open_waiting += waiting[p] > 0 and not shut
+    return open_waiting
+
+
+@compiled
+def main_pass(m, now_s, depth):
+    """The main scheduler: jobs in order, each started if it fits; one blocked for resources takes its partition's
+    nodes out of the pass (the pass stops once every partition with jobs waiting is closed); one over a limit is
+    passed over."""
+    n = min(depth, m.q.size[P_PENDING])
+    if n == 0:
+        return
+    # NOTE: every array taken out of its tuple once, not at each use in the loop
+    cl, free_g, free_c, limited = m.cl, m.free_g, m.free_c, m.st.limits_active
+    pending, partition, gpus, cpus, nodes = m.q.pending, m.jt.partition, m.jt.gpus, m.jt.cpus, m.jt.nodes
+    allowed, closed, waiting = m.ps.allowed, m.ps.closed, m.ps.pending
+    out_node, out_g, out_c = m.ps.out_node, m.ps.out_g, m.ps.out_c
+    allowed[:] = True
+    closed[:] = False
+    waiting[:] = m.q.part_pending
+    open_waiting = 0
+    for p in range(len(waiting)):
+        open_waiting += waiting[p] > 0
+    started = False
+    for i in range(n):
+        job = pending[i]
+        part = partition[job]
+        if closed[part] or (limited and _blocked(m, job)):
+            continue
+        if place(cl, free_g, free_c, part, gpus[job], cpus[job], nodes[job], allowed, out_node, out_g, out_c):
+            start(m, job, now_s)
+            started = True
+            waiting[part] -= 1
+            if waiting[part] == 0 and not closed[part]:
+                open_waiting -= 1
+        else:
+            open_waiting = _close(cl.part_ptr, cl.part_nodes, allowed, closed, waiting, part)
+        if open_waiting == 0:
+            break
+    if started:
+        _dequeue_started(m)
+
+
+@compiled
+def backfill_pass(m, now_s):
+    """sched/backfill: each job in order (up to bf_max_job_test) starts now if it fits without delaying the
+    reservations of the jobs before it, else reserves whole nodes from its earliest start over its limit.
+
+    A job that does not fit the free nodes now cannot start in this pass (it only reserves), so its reservation is
+    made only when a later job that fits comes, in order, and a pass in which no job fits reserves nothing."""
+    n = min(m.st.bf_max_job_test, m.q.size[P_PENDING])
+    cl, free_g, free_c, limited = m.cl, m.free_g, m.free_c, m.st.limits_active
+    pending, partition, gpus, cpus, nodes = m.q.pending, m.jt.partition, m.jt.gpus, m.jt.cpus, m.jt.nodes
+    every, deferred, first_end = m.ps.every, m.ps.deferred, m.ps.first_end
+    out_node, out_g, out_c = m.ps.out_node, m.ps.out_g, m.ps.out_c
+    window_end = now_s + m.st.bf_window_s
+    opened = False
+    n_deferred = 0
+    started = False
+    for i in range(n):
+        job = pending[i]
+        if limited and _blocked(m, job):
+            continue
+        if not place(
+            cl, free_g, free_c, partition[job], gpus[job], cpus[job], nodes[job], every, out_node, out_g, out_c
+        ):
+            deferred[n_deferred] = job
+            n_deferred += 1
+            continue
+        if not opened:
+            space_open(m.sp, now_s, m.st.bf_window_s)
+            _first_ends(m)
+            opened = True
+        for k in range(n_deferred):
+            # NOTE: a job that cannot start now starts after the first expected end on its nodes: past the window,
+            # it reserves nothing (a trace without time limits: every running job ends a year on)
+            if first_end[partition[deferred[k]]] <= window_end:
+                _backfill_job(m, deferred[k], now_s)
+        n_deferred = 0
+        if _backfill_job(m, job, now_s):
+            started = True
+            _first_ends_after(m, job)
+    m.clock.ticks[DIRTY] = 0
+    if started:
+        _dequeue_started(m)
+
+
+@compiled
+def _first_ends(m):
+    """Each partition's first expected end of a job running on its nodes (NEVER if none)."""
+    first, expected_job, expected_end = m.ps.first_end, m.q.expected_job, m.q.expected_end
+    pl_ptr, pl_size, pl_node = m.pl.ptr, m.pl.size, m.pl.node
+    node_ptr, node_parts = m.cl.node_ptr, m.cl.node_parts
+    first[:] = NEVER
+    for k in range(m.q.size[X_SIZE]):
+        job = expected_job[k]
+        for i in range(pl_ptr[job], pl_ptr[job] + pl_size[job]):
+            node = pl_node[i]
+            for j in range(node_ptr[node], node_ptr[node + 1]):
+                first[node_parts[j]] = min(first[node_parts[j]], expected_end[k])
+
+
+@compiled
+def _first_ends_after(m, job):
+    """The first expected ends once job started."""
+    cl, pl, first = m.cl, m.pl, m.ps.first_end
+    end_s = m.out.start_s[job] + m.jt.limit_s[job]
+    for i in range(pl.ptr[job], pl.ptr[job] + pl.size[job]):
+        node = pl.node[i]
+        for j in range(cl.node_ptr[node], cl.node_ptr[node + 1]):
+            first[cl.node_parts[j]] = min(first[cl.node_parts[j]], end_s)
+
+
+@compiled
+def _backfill_job(m, job, now_s):
+    """Start job now if it fits without touching earlier reservations, else reserve its nodes; whether it started."""
+    jt, ps, sp = m.jt, m.ps, m.sp
+    shape = (jt.partition[job], jt.gpus[job], jt.cpus[job], jt.nodes[job])
+    n_nodes = jt.nodes[job]
+    limit_s = jt.limit_s[job]
+    running = (m.q.expected_end, m.q.expected_job, m.q.size[X_SIZE])
+    start_res = now_s
+    for _ in range(sp.size[0] + 2):
+        later = avail_over(sp, start_res, max(start_res, now_s) + limit_s, ps.avail)
+        found = earliest_start(
+            m.cl, m.free_g, m.free_c, running, m.pl, shape, ps.avail, now_s, m.st.epoch_s, m.wr, ps.out_node,
+            ps.out_g, ps.out_c,
+        )  # fmt: skip
+        if found == NONE:
+            if later == NONE:
+                return False
+            start_res = later
+            continue
+        begin = max(found, start_res)
+        if begin <= now_s:
+            start(m, job, now_s)
+            return True
+        if later != NONE and begin > later:
+            start_res = later
+            continue
+        if begin > sp.end_s[sp.size[0] - 1]:
             return False
-        return self.pool.fits_empty(part, int(self.jobs.gpus[job]), int(self.jobs.cpus[job]), n_nodes)
+        if overlaps(sp, begin, begin + limit_s, ps.out_node, n_nodes):
+            start_res = begin + (1 if begin == start_res else 0)
+            continue
+        reserve(sp, begin, begin + limit_s, ps.out_node, n_nodes, m.st.bf_resolution_s)
+        return False
+    return False
 
-    def shape(self, job: int) -> tuple[int, int, int, int]:
-        """(partition, gpus, cpus, nodes) of job."""
-        j = self.jobs
-        return int(j.partition[job]), int(j.gpus[job]), int(j.cpus[job]), int(self.job_nodes[job])
 
-    def queue_key(self, job: int) -> tuple[int, float, int]:
-        """A pending job's place in Slurm's order: partition tier, then priority (highest first), then submission."""
-        return -int(self.prio_model.tier[job]), -float(self.priority[job]), job
+# ---------------------------------------------------------------- the loop
 
-    def on_time(self, now_s: int, arrivals: range) -> int:
-        """Advance the replay through second now_s; returns its next own event second."""
-        event = self._end_jobs(now_s)
-        for job in arrivals:
-            if self.runnable[job]:
-                self.priority[job] = self._priorities(now_s, np.array([job]))[0]
-                bisect.insort(self.queue, job, key=self.queue_key)
-                self.part_pending[self.jobs.partition[job]] += 1
-                self.part_queued[self.group[job]] += 1
-                event = self.dirty = True
-        if now_s == self.next_calc:
-            self._calc_pass(now_s)
-        if event:
-            self.main_pass(now_s, self.config.sched.default_queue_depth)
-        if now_s == self.next_sched:
-            self.main_pass(now_s, len(self.queue))
-            self.next_sched += self.config.sched.sched_interval_s
-        if self.config.sched.backfill and now_s == self.next_bf:
-            if self.dirty and self.queue:
-                self.backfill_pass(now_s)
-            self.next_bf += self.config.sched.bf_interval_s
-        self._sample(now_s)
-        return self._next_event(now_s)
 
-    def _priorities(self, now_s: int, rows: np.ndarray) -> np.ndarray:
-        return self.prio_model.at(now_s, rows, self.jobs.submit_s, self.usage.job_factors(rows))
+@compiled
+def _arrive(m, now_s, first, stop):
+    jt, q = m.jt, m.q
+    arrived = False
+    for job in range(first, stop):
+        if jt.runnable[job]:
+            m.out.priority[job] = _priority(m, job, now_s)
+            _enqueue(m, job)
+            q.part_pending[jt.partition[job]] += 1
+            q.group_queued[jt.group[job]] += 1
+            arrived = True
+            m.clock.ticks[DIRTY] = 1
+    return arrived
 
-    def _end_jobs(self, now_s: int) -> bool:
-        ended = False
-        while self.ends and self.ends[0][0] == now_s:
-            _, job = heapq.heappop(self.ends)
-            for part in self._partitions_of(job):
-                self.part_ends[part].remove((self._expected_end(job), job))
-            self.pool.release(self.held.pop(job))
-            del self.held_set[job]
-            self.part_used[self.group[job]] -= self.jobs.gpus[job]
-            self.limits.end(job)
-            self.usage.job_end(job, self.running.pop(job), now_s)
-            ended = self.dirty = True
-        return ended
 
-    def _partitions_of(self, job: int) -> set[int]:
-        """The partitions that hold a node of a running job."""
-        return {p for node, _, _ in self.held[job] for p in self.pool.node_partitions[node]}
+@compiled
+def on_time(m, now_s, first, stop, tl_t, tl_used, tl_queued):
+    """Advance the replay through second now_s (jobs first .. stop arrive); returns its next own event second."""
+    st, ticks = m.st, m.clock.ticks
+    event = _end_jobs(m, now_s)
+    event |= _arrive(m, now_s, first, stop)
+    if now_s == ticks[NEXT_CALC]:
+        _calc_pass(m, now_s)
+    if event:
+        main_pass(m, now_s, st.default_queue_depth)
+    if now_s == ticks[NEXT_SCHED]:
+        main_pass(m, now_s, m.q.size[P_PENDING])
+        ticks[NEXT_SCHED] += st.sched_interval_s
+    if st.backfill and now_s == ticks[NEXT_BF]:
+        if ticks[DIRTY] and m.q.size[P_PENDING]:
+            backfill_pass(m, now_s)
+        ticks[NEXT_BF] += st.bf_interval_s
+    _sample(m, now_s, tl_t, tl_used, tl_queued)
+    return _next_event(m, now_s)
 
-    def _expected_end(self, job: int) -> int:
-        """When slurmctld expects a running job to end: its start plus its time limit."""
-        return int(self.start_s[job] + self.jobs.limit_s[job])
 
-    def _calc_pass(self, now_s: int) -> None:
-        self.usage.calc_pass(now_s, self.running)
-        if self.queue:
-            rows = np.array(self.queue)
-            self.priority[rows] = self._priorities(now_s, rows)
-            keys = (rows, -self.priority[rows], -self.prio_model.tier[rows])
-            self.queue = rows[np.lexsort(keys)].tolist()
-            self.dirty = True
-        self.next_calc += self.config.priority.calc_period_s
+@compiled
+def _next_event(m, now_s):
+    q, st, ticks = m.q, m.st, m.clock.ticks
+    nxt = q.heap_end[0] if q.size[H_SIZE] else NEVER
+    if q.size[P_PENDING] or q.size[R_JOBS]:
+        if ticks[NEXT_CALC] <= now_s:  # clocks that fell behind while the replay was idle
+            ticks[NEXT_CALC] = _next_tick(now_s + 1, st.boot_s, st.calc_period_s)
+        if ticks[NEXT_SCHED] <= now_s:
+            ticks[NEXT_SCHED] = _next_tick(now_s + 1, st.boot_s, st.sched_interval_s)
+        if ticks[NEXT_BF] <= now_s:
+            ticks[NEXT_BF] = _next_tick(now_s + 1, st.boot_s, st.bf_interval_s)
+        nxt = min(nxt, ticks[NEXT_CALC])
+    if q.size[P_PENDING]:
+        nxt = min(nxt, ticks[NEXT_SCHED])
+        if st.backfill and ticks[DIRTY]:
+            nxt = min(nxt, ticks[NEXT_BF])
+    return nxt
 
-    def _next_event(self, now_s: int) -> int:
-        nxt = self.ends[0][0] if self.ends else NEVER
-        if self.queue or self.running:
-            self._skip_ticks(now_s)
-            nxt = min(nxt, self.next_calc)
-        if self.queue:
-            nxt = min(nxt, self.next_sched)
-            if self.config.sched.backfill and self.dirty:
-                nxt = min(nxt, self.next_bf)
-        return nxt
 
-    def _skip_ticks(self, now_s: int) -> None:
-        """Move clocks that fell behind while the replay was idle to their next tick after now_s."""
-        s, period = self.config.sched, self.config.priority.calc_period_s
-        if self.next_calc <= now_s:
-            self.next_calc = next_tick(now_s + 1, self.boot_s, period)
-        if self.next_sched <= now_s:
-            self.next_sched = next_tick(now_s + 1, self.boot_s, s.sched_interval_s)
-        if self.next_bf <= now_s:
-            self.next_bf = next_tick(now_s + 1, self.boot_s, s.bf_interval_s)
+@compiled
+def _sample(m, now_s, tl_t, tl_used, tl_queued):
+    k = m.q.size[T_SIZE]
+    if k == len(tl_t) * CHUNK:
+        tl_t.append(np.zeros(CHUNK, dtype=np.int64))
+        tl_used.append(np.zeros((CHUNK, m.st.n_groups), dtype=np.int64))
+        tl_queued.append(np.zeros((CHUNK, m.st.n_groups), dtype=np.int64))
+    c, r = divmod(k, CHUNK)
+    tl_t[c][r] = now_s
+    tl_used[c][r] = m.q.group_used
+    tl_queued[c][r] = m.q.group_queued
+    m.q.size[T_SIZE] = k + 1
 
-    def start(self, job: int, now_s: int, placement: Placement) -> None:
-        """Start job at now_s on placement: its end is its true end or the limit check that stops it (the pass
-        that starts it takes it off the queue)."""
-        self.pool.allocate(placement)
-        self.limits.start(job)
-        self.held[job] = placement
-        self.held_set[job] = placement_set(placement)
-        self.placed[job] = placement
-        self.running[job] = now_s
-        self.part_pending[self.jobs.partition[job]] -= 1
-        self.part_queued[self.group[job]] -= 1
-        self.part_used[self.group[job]] += self.jobs.gpus[job]
-        self.start_s[job] = now_s
-        for part in self._partitions_of(job):
-            bisect.insort(self.part_ends[part], (self._expected_end(job), job))
-        stop_s = now_s + int(self.jobs.limit_s[job]) + self.config.over_time_limit_s
-        kill_s = next_tick(stop_s, self.boot_s, LIMIT_CHECK_S)
-        true_end_s = now_s + int(self.jobs.duration_s[job]) if self.jobs.duration_s[job] < NEVER_S else NEVER
-        end_s = min(true_end_s, kill_s)
-        self.timed_out[job] = end_s == kill_s and true_end_s > kill_s
-        self.end_s[job] = end_s
-        heapq.heappush(self.ends, (end_s, job))
-        self.dirty = True
 
-    def _dequeue_started(self) -> None:
-        self.queue = [job for job in self.queue if self.start_s[job] < 0]
-
-    def main_pass(self, now_s: int, depth: int) -> None:
-        """The main scheduler: jobs in order, each started if it fits; one blocked for resources takes its
-        partition's nodes out of the pass; one over a limit is passed over."""
-        if not self.queue:
+@compiled
+def run(m, tl_t, tl_used, tl_queued):
+    """Drive the replay over the arrivals and its own events, in time order, until neither is left."""
+    submit = m.jt.submit_s
+    none = np.int64(0)  # typed values, not literals: numba would compile the passes again for each constant
+    n, i, own_s = len(submit), none, np.int64(NEVER)
+    next_s = submit[0] if n else own_s
+    while True:
+        if own_s < next_s:
+            own_s = on_time(m, own_s, none, none, tl_t, tl_used, tl_queued)
+            continue
+        if next_s >= NEVER:
             return
-        gate = _PartitionGate(self.pool, self.part_pending)
-        started = False
-        for job in self.queue[:depth]:
-            part = int(self.jobs.partition[job])
-            if gate.closed[part]:
-                continue  # NOTE: no node of its partition is left in this pass: it could not be placed
-            if self.limits.blocked(job) is not None:
-                continue
-            part, gpus, cpus, n_nodes = self.shape(job)
-            placement = self.pool.place(part, gpus, cpus, n_nodes, gate.allowed)
-            if placement is None:
-                if gate.close(part):
-                    break
-            else:
-                self.start(job, now_s, placement)
-                started = True
-                if gate.started(part):
-                    break
-        if started:
-            self._dequeue_started()
-
-    def backfill_pass(self, now_s: int) -> None:
-        """sched/backfill: each job in order (up to bf_max_job_test) starts now if it fits without delaying the
-        reservations of the jobs before it, else reserves whole nodes from its earliest start over its limit.
-
-        A job that does not fit the free nodes now cannot start in this pass (it only reserves), so its reservation
-        is made only when a later job that fits comes, in order, and a pass in which no job fits reserves nothing."""
-        s = self.config.sched
-        space: NodeSpace | None = None
-        # expected ends as slurmctld keeps them (start + limit), past ones too: the will-run test's windows are
-        # placed from them, and only the start it reports is moved to now + 1
-        will_run = WillRun(self.pool, self._running_on, self.epoch_s)
-        unfit: set[tuple[int, int, int, int]] = set()  # shapes the free nodes cannot hold now (nor later in the pass)
-        deferred: list[int] = []
-        started = False
-        for job in self.queue[: s.bf_max_job_test]:
-            if self.limits.blocked(job) is not None:
-                continue
-            shape = self.shape(job)
-            if shape in unfit or self.pool.place(*shape) is None:
-                unfit.add(shape)
-                deferred.append(job)
-                continue
-            if space is None:
-                space = NodeSpace(now_s, s.bf_window_s, self.all_nodes, s.bf_resolution_s)
-            for earlier in deferred:
-                self._backfill_job(earlier, now_s, space, will_run)
-            deferred = []
-            if self._backfill_job(job, now_s, space, will_run) is not None:
-                will_run.forget()
-                started = True
-        self.dirty = False
-        if started:
-            self._dequeue_started()
-
-    def _running_on(self, part: int) -> list[RunningEnd]:
-        """The running jobs on part's nodes: expected end, placement and nodes, by expected end."""
-        return [(end_s, self.held[j], self.held_set[j]) for end_s, j in self.part_ends[part]]
-
-    def _backfill_job(self, job: int, now_s: int, space: NodeSpace, will_run: WillRun) -> Placement | None:
-        part, gpus, cpus, n_nodes = shape = self.shape(job)
-        limit_s = int(self.jobs.limit_s[job])
-        start_res = now_s
-        for _ in range(space.n_slots + 2):
-            avail, later = space.avail_over(start_res, max(start_res, now_s) + limit_s)
-            found = will_run.earliest_start(shape, avail, now_s)
-            if found is None:
-                if later is None:
-                    return None
-                start_res = later
-                continue
-            start, placement = found
-            start = max(start, start_res)
-            if start <= now_s:
-                self.start(job, now_s, placement)
-                return placement
-            nodes = placement_set(placement)
-            if later is not None and start > later:
-                start_res = later
-                continue
-            if start > space.end_s:
-                return None
-            if space.overlaps(start, start + limit_s, nodes):
-                start_res = start + (1 if start == start_res else 0)
-                continue
-            space.reserve(start, start + limit_s, nodes)
-            return None
-        return None
-
-    def _sample(self, now_s: int) -> None:
-        t, used, queued = self.timeline
-        t.append(now_s)
-        used.append(self.part_used.copy())
-        queued.append(self.part_queued.copy())
-
-    def outcome(self) -> SlurmOutcome:
-        """The frozen per-job results."""
-        t, used, queued = self.timeline
-        return SlurmOutcome(
-            start_s=self.start_s,
-            end_s=self.end_s,
-            priority=self.priority,
-            timed_out=self.timed_out,
-            runnable=self.runnable,
-            placement=self.placed,
-            timeline_t_s=np.asarray(t, dtype=np.int64),
-            timeline_used_gpus=_stack(used, len(self.part_used)),
-            timeline_queued_jobs=_stack(queued, len(self.part_used)),
-        )
+        first, now_s = i, next_s
+        while i < n and submit[i] == now_s:
+            i += 1
+        next_s = submit[i] if i < n else NEVER
+        own_s = on_time(m, now_s, first, i, tl_t, tl_used, tl_queued)
 
 
-class _PartitionGate:
-    """The main pass's nodes still open: a partition whose job was blocked for resources closes its nodes, and the
-    pass can stop once every partition with jobs waiting is closed."""
-
-    def __init__(self, pool: NodePool, pending: list[int]):
-        self.partition_set = pool.partition_set
-        self.allowed: NodeSet = -1  # every node open
-        self.pending = list(pending)
-        self.closed = [False] * len(pending)
-        self.open_waiting = sum(1 for waiting in pending if waiting)  # open partitions with jobs waiting
-
-    def close(self, part: int) -> bool:
-        """Take part's nodes out of the pass; True when no partition with jobs waiting is open."""
-        self.allowed &= ~self.partition_set[part]
-        self.closed = [not nodes & self.allowed for nodes in self.partition_set]
-        self.open_waiting = sum(1 for c, waiting in zip(self.closed, self.pending, strict=True) if waiting and not c)
-        return self.open_waiting == 0
-
-    def started(self, part: int) -> bool:
-        """Count a job of part started; True when no partition with jobs waiting is open."""
-        self.pending[part] -= 1
-        if self.pending[part] == 0 and not self.closed[part]:
-            self.open_waiting -= 1
-        return self.open_waiting == 0
+# ---------------------------------------------------------------- the tables and the outcome
 
 
-def _stack(rows: list[np.ndarray], width: int) -> np.ndarray:
-    return np.vstack(rows).astype(np.int64) if rows else np.zeros((0, width), dtype=np.int64)
+def _last_tick(boot_s: int, period_s: int) -> int | None:
+    """The decay thread's last pass at or before the replay's start, None if slurmctld starts later."""
+    return None if boot_s > 0 else next_tick(1, boot_s, period_s) - period_s
+
+
+def _job_table(config: SlurmConfig, jobs: SlurmJobs, cl: Cluster, tt: TreeTable, caps: Caps, groups, active):
+    shapes = list(
+        zip(jobs.partition.tolist(), jobs.gpus.tolist(), jobs.cpus.tolist(), jobs.nodes.tolist(), strict=True)
+    )
+    job_nodes = np.array([nodes_needed(cl, p, g, c, k) for p, g, c, k in shapes], dtype=np.int64)
+    max_nodes = [config.partitions[p].max_nodes for p in range(len(config.partitions))]
+    runnable = np.array(
+        [
+            (max_nodes[p] is None or k <= max_nodes[p])
+            and fits_empty(cl, p, g, c, k)
+            and (not active or limits.can_ever_start(caps, tt, int(a), int(qos), g))
+            for (p, g, c, _), k, a, qos in zip(shapes, job_nodes.tolist(), jobs.user_assoc, jobs.qos, strict=True)
+        ],
+        dtype=np.bool_,
+    )
+    place_ptr = np.zeros(len(jobs) + 1, dtype=np.int64)
+    place_ptr[1:] = np.cumsum(job_nodes)
+    tiers = np.array([p.priority_tier for p in config.partitions], dtype=np.int64)
+    return tables.JobTable(
+        jobs.submit_s.astype(np.int64),
+        jobs.duration_s.astype(np.int64),
+        jobs.gpus.astype(np.int64),
+        jobs.cpus.astype(np.int64),
+        job_nodes,
+        jobs.partition.astype(np.int64),
+        np.asarray(groups, dtype=np.int64),
+        jobs.limit_s.astype(np.int64),
+        tiers[jobs.partition] if len(jobs) else np.zeros(0, dtype=np.int64),
+        jobs.user_assoc.astype(np.int64),
+        jobs.user.astype(np.int64),
+        jobs.qos.astype(np.int64),
+        np.asarray(tables.usage_rates(config, jobs), dtype=np.float64),
+        np.asarray(tables.static_priority(config, jobs, job_nodes), dtype=np.float64),
+        runnable,
+        place_ptr,
+    )
+
+
+def _ints(k: int) -> np.ndarray:
+    return np.zeros(k, dtype=np.int64)
+
+
+def _queue(n: int, n_parts: int, n_groups: int) -> Queue:
+    return Queue(*(_ints(n) for _ in range(7)), _ints(n_parts), _ints(n_groups), _ints(n_groups), _ints(6))
+
+
+def _pass(n_nodes: int, n_parts: int, deferred: int, widest: int) -> Pass:
+    allowed, every, avail = (np.ones(n_nodes, dtype=np.bool_) for _ in range(3))
+    closed = np.zeros(n_parts, dtype=np.bool_)
+    placement = (_ints(widest) for _ in range(3))
+    return Pass(allowed, every, _ints(n_parts), avail, closed, _ints(n_parts), _ints(deferred), *placement)
+
+
+def build_model(config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, groups=None, epoch_s: int = 0) -> Model:
+    """The tables and the empty state of a replay of jobs on config (the arguments as replay's)."""
+    group, n_groups = (jobs.partition, len(config.partitions)) if groups is None else groups
+    cl, tt = tables.cluster_table(config), tables.tree_table(jobs.tree)
+    caps = tables.caps_table(config, jobs.tree)
+    active = tables.limits_active(config, caps)
+    jt = _job_table(config, jobs, cl, tt, caps, group, active)
+    n, n_nodes, n_parts = len(jobs), len(config.nodes), len(config.partitions)
+    s, p = config.sched, config.priority
+    tested = max(min(s.bf_max_job_test, n), 1)
+    ticks = [next_tick(0, boot_s, p.calc_period_s), next_tick(1, boot_s, s.sched_interval_s)]
+    ticks += [next_tick(1, boot_s, s.bf_interval_s), 0]
+    rows = int(jt.place_ptr[-1])
+    return Model(
+        cl,
+        cl.node_gpus.copy(),
+        cl.node_cpus.copy(),
+        jt,
+        tt,
+        caps,
+        tables.settings(config, active, boot_s, epoch_s, n_groups),
+        new_held(len(jobs.tree.names), len(config.qos), len(jobs.user_names)),
+        new_ledger(len(jobs.tree.users), _last_tick(boot_s, p.calc_period_s)),
+        _queue(n, n_parts, n_groups),
+        Clock(np.array(ticks, dtype=np.int64)),
+        Outcome(np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64), np.zeros(n), np.zeros(n, np.bool_)),
+        Placements(jt.place_ptr, _ints(n), _ints(rows), _ints(rows), _ints(rows)),
+        new_space(tested, n_nodes),
+        new_will_run(n_nodes, n),
+        _pass(n_nodes, n_parts, tested, int(jt.nodes.max(initial=1))),
+    )
+
+
+def _placements(m: Model) -> list[Placement]:
+    pl = m.pl
+    nodes, gpus, cpus = pl.node.tolist(), pl.gpus.tolist(), pl.cpus.tolist()
+    out: list[Placement] = []
+    for lo, k in zip(pl.ptr[:-1].tolist(), pl.size.tolist(), strict=True):
+        out.append(tuple(zip(nodes[lo : lo + k], gpus[lo : lo + k], cpus[lo : lo + k], strict=True)))
+    return out
+
+
+def _timeline(chunks, rows: int, width: int) -> np.ndarray:
+    if not rows:
+        return np.zeros((0, width), dtype=np.int64) if width else np.zeros(0, dtype=np.int64)
+    return np.concatenate(list(chunks))[:rows]
 
 
 def replay(
@@ -381,6 +721,23 @@ def replay(
     """Replay jobs on the cluster of config with its scheduler (boot_s: slurmctld's start in replay seconds; groups:
     each job's timeline group and the number of groups, partitions by default; epoch_s: the clock's second at
     replay second 0, on which the will-run test aligns its windows)."""
-    state = Replay(config, jobs, boot_s, groups, epoch_s)
-    drive(jobs.submit_s, state.on_time)
-    return state.outcome()
+    m = build_model(config, jobs, boot_s, groups, epoch_s)
+    width = m.st.n_groups
+    tl_t, tl_used, tl_queued = (
+        List([np.zeros(CHUNK, dtype=np.int64)]),
+        List([np.zeros((CHUNK, width), dtype=np.int64)]),
+        List([np.zeros((CHUNK, width), dtype=np.int64)]),
+    )
+    run(m, tl_t, tl_used, tl_queued)
+    rows = int(m.q.size[T_SIZE])
+    return SlurmOutcome(
+        start_s=m.out.start_s,
+        end_s=m.out.end_s,
+        priority=m.out.priority,
+        timed_out=m.out.timed_out,
+        runnable=m.jt.runnable,
+        placement=_placements(m),
+        timeline_t_s=_timeline(tl_t, rows, 0),
+        timeline_used_gpus=_timeline(tl_used, rows, width),
+        timeline_queued_jobs=_timeline(tl_queued, rows, width),
+    )

@@ -4,71 +4,73 @@ ran since the last pass. A job that ends adds its seconds since the last pass at
 enforced (AccountingStorageEnforce with limits, safe or all): Slurm 22.05 calls priority_g_job_end from
 acct_policy's limit bookkeeping only, and the decay thread skips finished jobs, so without enforced limits those
 seconds (all of a job shorter than the period between two passes) are never charged. The fair-share factors
-(Fair Tree or classic) are recomputed at each pass only.
+(Fair Tree or classic) are those of the usage at the last pass.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from analytics.slurm_config import SlurmConfig
-from sim.slurm.fairshare import AssocTree, classic_factors, decay_per_s, fair_tree_factors
-from sim.slurm.jobs import NO_QOS, SlurmJobs
+from sim.slurm.fairshare import classic_factors, fair_tree_factors
+from sim.slurm.jit import NONE, compiled
 
 
-class UsageLedger:
-    """Each user association's raw usage, the passes' bookkeeping and the current fair-share factors."""
+class Ledger(NamedTuple):
+    """Each user association's usage, the usage at the last pass, its factors and the last pass's second."""
 
-    def __init__(self, config: SlurmConfig, jobs: SlurmJobs, last_pass_s: int | None = None):
-        self.tree: AssocTree = jobs.tree
-        self.spec = config.priority
-        self.decay = decay_per_s(config.priority.decay_half_life_s)
-        qos_factor = np.array([q.usage_factor for q in config.qos] + [1.0])
-        self.rate = (config.billing_cpu_weight * jobs.cpus + config.billing_gpu_weight * jobs.gpus) * qos_factor[
-            np.where(jobs.qos == NO_QOS, len(config.qos), jobs.qos)
-        ]
-        self.user_assoc = jobs.user_assoc
-        self.charge_at_end = config.limits_enforced
-        self.usage = np.zeros(len(self.tree.users))
-        self.last_pass_s = last_pass_s  # None: the first pass only starts the clock (no saved state)
-        self.passed_usage = self.usage.copy()  # the usage of the last pass, which the factors are computed from
-        self.factors: np.ndarray | None = None  # computed when first asked for after a pass
+    usage: np.ndarray
+    passed: np.ndarray
+    factors: np.ndarray
+    clock: np.ndarray  # [last pass second (NONE before the first), factors up to date (0/1)]
 
-    def _accrue(self, job: int, start_s: int, from_s: int, to_s: int) -> None:
-        run_delta = to_s - max(start_s, from_s)
-        if run_delta > 0:
-            self.usage[self.user_assoc[job]] += run_delta * self.decay**run_delta * self.rate[job]
 
-    def job_end(self, job: int, start_s: int, end_s: int) -> None:
-        """Add an ending job's usage since the last pass (where limits are enforced)."""
-        if self.charge_at_end and self.last_pass_s is not None:
-            self._accrue(job, start_s, self.last_pass_s, end_s)
+def new_ledger(n_users: int, last_pass_s: int | None) -> Ledger:
+    """No usage yet; last_pass_s None: the first pass only starts the clock (no saved state)."""
+    clock = np.array([NONE if last_pass_s is None else last_pass_s, 0], dtype=np.int64)
+    return Ledger(np.zeros(n_users), np.zeros(n_users), np.zeros(n_users), clock)
 
-    def calc_pass(self, now_s: int, running: dict[int, int]) -> None:
-        """The decay thread's pass at now_s over the running jobs (job -> start second, in start order): decay,
-        accrue, and the factors recomputed (when next asked for)."""
-        if self.last_pass_s is not None and now_s > self.last_pass_s:
-            self.usage *= self.decay ** (now_s - self.last_pass_s)
-            if running:
-                jobs = np.fromiter(running, dtype=np.int64, count=len(running))
-                start_s = np.fromiter(running.values(), dtype=np.int64, count=len(running))
-                run_delta = now_s - np.maximum(start_s, self.last_pass_s)
-                ran = run_delta > 0
-                jobs, run_delta = jobs[ran], run_delta[ran]
-                np.add.at(self.usage, self.user_assoc[jobs], run_delta * self.decay**run_delta * self.rate[jobs])
-        self.last_pass_s = now_s
-        self.passed_usage = self.usage.copy()
-        self.factors = None
 
-    def _factors(self) -> np.ndarray:
-        if not self.spec.multifactor or self.spec.weight_fairshare == 0:
-            return np.zeros(len(self.tree.users))
-        if self.spec.fair_tree:
-            return fair_tree_factors(self.tree, self.passed_usage)
-        return classic_factors(self.tree, self.passed_usage, self.spec.dampening)
+@compiled
+def _accrue(lg, st, jt, job, start_s, from_s, to_s):
+    run_delta = to_s - max(start_s, from_s)
+    if run_delta > 0:
+        lg.usage[jt.user_assoc[job]] += run_delta * st.decay ** float(run_delta) * jt.rate[job]
 
-    def job_factors(self, rows: np.ndarray) -> np.ndarray:
-        """The fair-share factor of jobs rows as of the last pass."""
-        if self.factors is None:
-            self.factors = self._factors()
-        return self.factors[self.user_assoc[rows]]
+
+@compiled
+def job_end(lg, st, jt, job, start_s, end_s):
+    """Add an ending job's usage since the last pass (where limits are enforced)."""
+    if st.charge_at_end and lg.clock[0] != NONE:
+        _accrue(lg, st, jt, job, start_s, lg.clock[0], end_s)
+
+
+@compiled
+def calc_pass(lg, st, jt, now_s, running, n_running, start_s):
+    """The decay thread's pass at now_s over the running jobs (running[:n_running], in start order; -1 where one
+    has ended): decay, accrue, and the factors due again."""
+    last = lg.clock[0]
+    if last != NONE and now_s > last:
+        lg.usage[:] = lg.usage * st.decay ** float(now_s - last)
+        for k in range(n_running):
+            job = running[k]
+            if job >= 0:
+                _accrue(lg, st, jt, job, start_s[job], last, now_s)
+    lg.clock[0] = now_s
+    lg.passed[:] = lg.usage
+    lg.clock[1] = 0
+
+
+@compiled
+def factor_of(lg, st, tt, user_assoc):
+    """The fair-share factor of a user association as of the last pass."""
+    if lg.clock[1] == 0:
+        if not st.multifactor or st.weight_fairshare == 0:
+            lg.factors[:] = 0.0
+        elif st.fair_tree:
+            lg.factors[:] = fair_tree_factors(tt, lg.passed)
+        else:
+            lg.factors[:] = classic_factors(tt, lg.passed, st.dampening)
+        lg.clock[1] = 1
+    return lg.factors[user_assoc]

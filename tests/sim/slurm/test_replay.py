@@ -17,8 +17,8 @@ from analytics.slurm_config import (
 )
 from sim.slurm.fairshare import decay_per_s
 from sim.slurm.jobs import NEVER_S, build_jobs
-from sim.slurm.run import next_tick, replay
-from sim.slurm.usage import UsageLedger
+from sim.slurm.run import build_model, next_tick, replay
+from sim.slurm.usage import calc_pass, job_end, new_ledger
 
 FAST = SchedSpec(backfill=True, sched_interval_s=60, bf_interval_s=1, bf_resolution_s=1)
 
@@ -163,11 +163,12 @@ def _ledger_after_a_job(enforced: bool) -> tuple[float, float]:
     config = _config(priority=prio, assocs=(AssocSpec("x", shares=1),), limits_enforced=enforced)
     one = {"submit_s": np.array([0]), "duration_s": np.array([200]), "gpus": np.array([8]), "cpus": np.array([8])}
     jobs, _ = build_jobs(config, **one, timelimit_s=[300], partition=["a"], account=["x"], user=["u1"])
-    ledger = UsageLedger(config, jobs, last_pass_s=0)
+    m = build_model(config, jobs)
+    ledger = new_ledger(1, last_pass_s=0)
     for t in (60, 120, 180):
-        ledger.calc_pass(t, {0: 0})
+        calc_pass(ledger, m.st, m.jt, t, np.array([0]), 1, np.array([0]))
     before = float(ledger.usage.sum())
-    ledger.job_end(0, 0, 200)
+    job_end(ledger, m.st, m.jt, 0, 0, 200)
     return before, float(ledger.usage.sum())
 
 
