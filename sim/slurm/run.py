@@ -164,16 +164,31 @@ def _enqueue(m, job):
             lo = mid + 1
         else:
             hi = mid
-    pending[lo + 1 : n + 1] = pending[lo:n].copy()
+    _shift_right(pending, lo, n)
     pending[lo] = job
     size[P_PENDING] = n + 1
 
 
 @compiled
-def _dequeue_started(m):
+def _shift_right(a, lo, n):
+    """a[lo + 1 : n + 1] = a[lo:n] in place (a slice copy would allocate at every arrival)."""
+    for k in range(n, lo, -1):
+        a[k] = a[k - 1]
+
+
+@compiled
+def _shift_left(a, lo, n):
+    """a[lo : n - 1] = a[lo + 1 : n] in place."""
+    for k in range(lo, n - 1):
+        a[k] = a[k + 1]
+
+
+@compiled
+def _dequeue_started(m, first):
+    """Take the started jobs off the queue (none before position first)."""
     pending, start_s, size = m.q.pending, m.out.start_s, m.q.size
-    k = 0
-    for i in range(size[P_PENDING]):
+    k = first
+    for i in range(first, size[P_PENDING]):
         if start_s[pending[i]] < 0:
             pending[k] = pending[i]
             k += 1
@@ -181,12 +196,45 @@ def _dequeue_started(m):
 
 
 @compiled
+def _before(tier, priority, a, b):
+    """Whether job a comes before job b in the queue: higher tier, then higher priority, then earlier job."""
+    if tier[a] != tier[b]:
+        return tier[a] > tier[b]
+    if priority[a] != priority[b]:
+        return priority[a] > priority[b]
+    return a < b
+
+
+@compiled
 def _resort(m):
+    """Put the queue back in order after a priority pass: the jobs still in order are kept, the few that moved are
+    sorted and merged in (a full sort of a deep queue at every PriorityCalcPeriod dominated long replays)."""
     n = m.q.size[P_PENDING]
-    rows = np.sort(m.q.pending[:n])
-    rows = rows[np.argsort(-m.out.priority[rows], kind="mergesort")]
-    rows = rows[np.argsort(-m.jt.tier[rows], kind="mergesort")]
-    m.q.pending[:n] = rows
+    pending, tier, priority = m.q.pending, m.jt.tier, m.out.priority
+    kept = np.empty(n, dtype=np.int64)
+    moved = np.empty(n, dtype=np.int64)
+    n_kept = n_moved = 0
+    for i in range(n):
+        job = pending[i]
+        if n_kept == 0 or _before(tier, priority, kept[n_kept - 1], job):
+            kept[n_kept] = job
+            n_kept += 1
+        else:
+            moved[n_moved] = job
+            n_moved += 1
+    if n_moved == 0:
+        return
+    rows = np.sort(moved[:n_moved])
+    rows = rows[np.argsort(-priority[rows], kind="mergesort")]
+    rows = rows[np.argsort(-tier[rows], kind="mergesort")]
+    i = j = 0
+    for k in range(n):
+        if j == n_moved or (i < n_kept and _before(tier, priority, kept[i], rows[j])):
+            pending[k] = kept[i]
+            i += 1
+        else:
+            pending[k] = rows[j]
+            j += 1
 
 
 # ---------------------------------------------------------------- running jobs
@@ -238,13 +286,13 @@ def _expect(q, end_s, job, sign):
         else:
             hi = mid
     if sign > 0:
-        q.expected_end[lo + 1 : n + 1] = q.expected_end[lo:n].copy()
-        q.expected_job[lo + 1 : n + 1] = q.expected_job[lo:n].copy()
+        _shift_right(q.expected_end, lo, n)
+        _shift_right(q.expected_job, lo, n)
         q.expected_end[lo], q.expected_job[lo] = end_s, job
         q.size[X_SIZE] = n + 1
     else:
-        q.expected_end[lo : n - 1] = q.expected_end[lo + 1 : n].copy()
-        q.expected_job[lo : n - 1] = q.expected_job[lo + 1 : n].copy()
+        _shift_left(q.expected_end, lo, n)
+        _shift_left(q.expected_job, lo, n)
         q.size[X_SIZE] = n - 1
 
 
@@ -383,7 +431,7 @@ def main_pass(m, now_s, depth):
     open_waiting = 0
     for p in range(len(waiting)):
         open_waiting += waiting[p] > 0
-    started = False
+    first_started = -1
     for i in range(n):
         job = pending[i]
         part = partition[job]
@@ -391,7 +439,8 @@ def main_pass(m, now_s, depth):
             continue
         if place(cl, free_g, free_c, part, gpus[job], cpus[job], nodes[job], allowed, out_node, out_g, out_c):
             start(m, job, now_s)
-            started = True
+            if first_started < 0:
+                first_started = i
             waiting[part] -= 1
             if waiting[part] == 0 and not closed[part]:
                 open_waiting -= 1
@@ -399,8 +448,8 @@ def main_pass(m, now_s, depth):
             open_waiting = _close(cl.part_ptr, cl.part_nodes, allowed, closed, waiting, part)
         if open_waiting == 0:
             break
-    if started:
-        _dequeue_started(m)
+    if first_started >= 0:
+        _dequeue_started(m, first_started)
 
 
 @compiled
@@ -418,7 +467,7 @@ def backfill_pass(m, now_s):
     window_end = now_s + m.st.bf_window_s
     opened = False
     n_deferred = 0
-    started = False
+    first_started = -1
     for i in range(n):
         job = pending[i]
         if limited and _blocked(m, job):
@@ -440,11 +489,12 @@ def backfill_pass(m, now_s):
                 _backfill_job(m, deferred[k], now_s)
         n_deferred = 0
         if _backfill_job(m, job, now_s):
-            started = True
+            if first_started < 0:
+                first_started = i
             _first_ends_after(m, job)
     m.clock.ticks[DIRTY] = 0
-    if started:
-        _dequeue_started(m)
+    if first_started >= 0:
+        _dequeue_started(m, first_started)
 
 
 @compiled
