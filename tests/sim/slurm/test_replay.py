@@ -179,3 +179,27 @@ def test_an_ending_jobs_last_seconds_are_charged_only_where_limits_are_enforced(
     assert after - before == pytest.approx(8 * 20 * decay**20)
     before, after = _ledger_after_a_job(enforced=False)
     assert after == before > 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_queue_resorted_after_a_priority_pass_is_in_full_sort_order(seed):
+    from sim.slurm import run
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    rows = [(i, 50, 1, 100, "ab"[i % 2], "x", "u1") for i in range(n)]
+    cols = list(zip(*rows, strict=True))
+    config = _config(partitions=(PartitionSpec("a", (0,), priority_tier=2), PartitionSpec("b", (0,))))
+    jobs, _ = build_jobs(
+        config, submit_s=np.array(cols[0]), duration_s=np.array(cols[1]), gpus=np.array(cols[2]),
+        cpus=np.array(cols[2]), timelimit_s=list(cols[3]), partition=list(cols[4]), account=list(cols[5]),
+        user=list(cols[6]),
+    )  # fmt: skip
+    m = run.build_model(config, jobs)
+    queued = rng.permutation(n)[: n // 2]
+    m.out.priority[:] = rng.integers(0, 20, n).astype(float)  # ties on priority: the earlier job first
+    m.q.pending[: len(queued)] = np.sort(queued)
+    m.q.size[run.P_PENDING] = len(queued)
+    run._resort(m)
+    expected = sorted(queued, key=lambda j: (-m.jt.tier[j], -m.out.priority[j], j))
+    assert list(m.q.pending[: len(queued)]) == expected
