@@ -3,6 +3,8 @@ with fair-share, association and QOS limits, and the main and backfill schedulin
 
 Modules (the settings themselves are analytics.slurm_config): `fairshare` (usage, decay, Fair Tree and classic
 factors), `priority` (the multifactor sum), `limits` (GrpTRES, MaxJobs, MaxTRESPerUser), `nodes` (the node pool,
-partitions as views over it, placement), `plan` (backfill's node-space plan on time limits) and `run` (the event
-loop, driven by sim.engine.loop). docs/twin.md says what is modelled and what is left out.
+partitions as views over it, placement), `plan` (backfill's node-space plan on time limits), `run` (the event
+loop and its passes), `tables` (settings and jobs as the arrays the compiled passes read), `jit` (numba; `warm`
+compiles it at install) and `calibrate` (a configuration for a trace that recorded none). docs/twin.md says what
+is modelled and what is left out.
 """

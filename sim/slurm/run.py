@@ -1,6 +1,7 @@
 """The `slurm` policy's event loop: submissions, ends, the decay thread's passes, the main scheduler (at each
 submission and end, and every sched_interval) and the backfill scheduler (every bf_interval when something
-changed), over one pool of nodes shared by the partitions, second by second as sim.engine.loop would drive it.
+changed), over one pool of nodes shared by the partitions, second by second in its own compiled loop (within a
+second in sim.engine.loop's order: ends, then submissions, then the passes).
 
 Timing as slurmctld 22.05 keeps it: the periodic passes count from its start (BOOT_TIME; the replay's start when
 unknown), a job past its time limit is stopped at the next limit check (every 30 s) after start + limit +
@@ -660,21 +661,31 @@ def _last_tick(boot_s: int, period_s: int) -> int | None:
     return None if boot_s > 0 else next_tick(1, boot_s, period_s) - period_s
 
 
+def _runnable(config: SlurmConfig, cl: Cluster, tt: TreeTable, caps: Caps, active: bool, jobs: SlurmJobs, job_nodes):
+    """Whether each job can ever start: within its partition's MaxNodes, on its empty nodes, within its caps
+    (worked out once per distinct job shape: a month of a cluster has a few hundred)."""
+    max_nodes = [p.max_nodes for p in config.partitions]
+    known: dict[tuple, bool] = {}
+    out = np.zeros(len(jobs), dtype=np.bool_)
+    cols = (jobs.partition, jobs.gpus, jobs.cpus, job_nodes, jobs.user_assoc, jobs.qos)
+    for j, shape in enumerate(zip(*(c.tolist() for c in cols), strict=True)):
+        if shape not in known:
+            p, g, c, k, a, qos = shape
+            known[shape] = (
+                (max_nodes[p] is None or k <= max_nodes[p])
+                and fits_empty(cl, p, g, c, k)
+                and (not active or limits.can_ever_start(caps, tt, a, qos, g))
+            )
+        out[j] = known[shape]
+    return out
+
+
 def _job_table(config: SlurmConfig, jobs: SlurmJobs, cl: Cluster, tt: TreeTable, caps: Caps, groups, active):
     shapes = list(
         zip(jobs.partition.tolist(), jobs.gpus.tolist(), jobs.cpus.tolist(), jobs.nodes.tolist(), strict=True)
     )
     job_nodes = np.array([nodes_needed(cl, p, g, c, k) for p, g, c, k in shapes], dtype=np.int64)
-    max_nodes = [config.partitions[p].max_nodes for p in range(len(config.partitions))]
-    runnable = np.array(
-        [
-            (max_nodes[p] is None or k <= max_nodes[p])
-            and fits_empty(cl, p, g, c, k)
-            and (not active or limits.can_ever_start(caps, tt, int(a), int(qos), g))
-            for (p, g, c, _), k, a, qos in zip(shapes, job_nodes.tolist(), jobs.user_assoc, jobs.qos, strict=True)
-        ],
-        dtype=np.bool_,
-    )
+    runnable = _runnable(config, cl, tt, caps, active, jobs, job_nodes)
     place_ptr = np.zeros(len(jobs) + 1, dtype=np.int64)
     place_ptr[1:] = np.cumsum(job_nodes)
     tiers = np.array([p.priority_tier for p in config.partitions], dtype=np.int64)
