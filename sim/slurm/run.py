@@ -34,9 +34,9 @@ from sim.slurm.plan import (
     reserve,
     space_open,
 )
-from sim.slurm.priority import priority_at
+from sim.slurm.priority import priorities_at, priority_at
 from sim.slurm.tables import Caps, Cluster, JobTable, Settings, TreeTable
-from sim.slurm.usage import Ledger, calc_pass, factor_of, job_end, new_ledger
+from sim.slurm.usage import Ledger, calc_pass, factor_of, factors, job_end, new_ledger
 
 LIMIT_CHECK_S = 30  # slurmctld checks time limits every PERIODIC_TIMEOUT seconds
 CHUNK = 4096  # timeline rows per chunk
@@ -121,6 +121,7 @@ class Pass(NamedTuple):
     out_node: np.ndarray
     out_g: np.ndarray
     out_c: np.ndarray
+    unfit: np.ndarray  # per partition, [GPUs, CPUs per node, nodes] of an even job that did not fit in this pass
 
 
 P_PENDING, R_SLOTS, R_JOBS, X_SIZE, H_SIZE, T_SIZE = 0, 1, 2, 3, 4, 5
@@ -152,8 +153,19 @@ class Model(NamedTuple):
 
 
 @compiled
+def _ahead(tier_a, priority_a, job_a, tier_b, priority_b, job_b):
+    """Whether job a comes before job b in the queue: higher partition tier, then higher priority, then the job
+    submitted first."""
+    if tier_a != tier_b:
+        return tier_a > tier_b
+    if priority_a != priority_b:
+        return priority_a > priority_b
+    return job_a < job_b
+
+
+@compiled
 def _enqueue(m, job):
-    """Put an arriving job in its place: partition tier, then priority (highest first), then submission."""
+    """Put an arriving job in its place in the queue."""
     pending, tier, priority, size = m.q.pending, m.jt.tier, m.out.priority, m.q.size
     n = size[P_PENDING]
     t, p = tier[job], priority[job]
@@ -161,7 +173,7 @@ def _enqueue(m, job):
     while lo < hi:
         mid = (lo + hi) // 2
         other = pending[mid]
-        if tier[other] > t or (tier[other] == t and (priority[other] > p or (priority[other] == p and other < job))):
+        if _ahead(tier[other], priority[other], other, t, p, job):
             lo = mid + 1
         else:
             hi = mid
@@ -197,45 +209,63 @@ def _dequeue_started(m, first):
 
 
 @compiled
-def _before(tier, priority, a, b):
-    """Whether job a comes before job b in the queue: higher tier, then higher priority, then earlier job."""
-    if tier[a] != tier[b]:
-        return tier[a] > tier[b]
-    if priority[a] != priority[b]:
-        return priority[a] > priority[b]
-    return a < b
-
-
-@compiled
 def _resort(m):
     """Put the queue back in order after a priority pass: the jobs still in order are kept, the few that moved are
-    sorted and merged in (a full sort of a deep queue at every PriorityCalcPeriod dominated long replays)."""
+    sorted and merged in (a full sort of a deep queue at every PriorityCalcPeriod dominated long replays); the keys
+    are read once into arrays in queue order, so that the comparisons do not jump about the job table."""
     n = m.q.size[P_PENDING]
-    pending, tier, priority = m.q.pending, m.jt.tier, m.out.priority
-    kept = np.empty(n, dtype=np.int64)
+    pending = m.q.pending
+    job = pending[:n].copy()
+    tier, priority = m.jt.tier[job], m.out.priority[job]
+    kept = np.empty(n, dtype=np.int64)  # positions in job
     moved = np.empty(n, dtype=np.int64)
     n_kept = n_moved = 0
+    last = -1
     for i in range(n):
-        job = pending[i]
-        if n_kept == 0 or _before(tier, priority, kept[n_kept - 1], job):
-            kept[n_kept] = job
+        if last < 0 or _ahead(tier[last], priority[last], job[last], tier[i], priority[i], job[i]):
+            kept[n_kept] = i
+            last = i
             n_kept += 1
         else:
-            moved[n_moved] = job
+            moved[n_moved] = i
             n_moved += 1
     if n_moved == 0:
         return
-    rows = np.sort(moved[:n_moved])
-    rows = rows[np.argsort(-priority[rows], kind="mergesort")]
-    rows = rows[np.argsort(-tier[rows], kind="mergesort")]
+    rows = _sorted(moved[:n_moved], tier, priority, job)
     i = j = 0
     for k in range(n):
-        if j == n_moved or (i < n_kept and _before(tier, priority, kept[i], rows[j])):
-            pending[k] = kept[i]
+        a = kept[i] if i < n_kept else -1
+        b = rows[j] if j < n_moved else -1
+        if b < 0 or (a >= 0 and _ahead(tier[a], priority[a], job[a], tier[b], priority[b], job[b])):
+            pending[k] = job[a]
             i += 1
         else:
-            pending[k] = rows[j]
+            pending[k] = job[b]
             j += 1
+
+
+@compiled
+def _sorted(rows, tier, priority, job):
+    """rows (positions in the key arrays) in queue order: a bottom-up merge sort on _ahead."""
+    n = len(rows)
+    a, b = rows.copy(), np.empty(n, dtype=np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j = lo, mid
+            for k in range(lo, hi):
+                x = a[i] if i < mid else -1
+                y = a[j] if j < hi else -1
+                if y < 0 or (x >= 0 and not _ahead(tier[y], priority[y], job[y], tier[x], priority[x], job[x])):
+                    b[k] = x
+                    i += 1
+                else:
+                    b[k] = y
+                    j += 1
+        a, b = b, a
+        width *= 2
+    return a
 
 
 # ---------------------------------------------------------------- running jobs
@@ -381,9 +411,7 @@ def _calc_pass(m, now_s):
     calc_pass(m.lg, m.st, m.jt, now_s, q.running, q.size[R_SLOTS], m.out.start_s)
     n = q.size[P_PENDING]
     if n:
-        for i in range(n):
-            job = q.pending[i]
-            m.out.priority[job] = _priority(m, job, now_s)
+        priorities_at(m.st, m.jt, q.pending[:n], now_s, factors(m.lg, m.st, m.tt), m.out.priority)
         _resort(m)
         m.clock.ticks[DIRTY] = 1
     m.clock.ticks[NEXT_CALC] += m.st.calc_period_s
@@ -463,19 +491,24 @@ def backfill_pass(m, now_s):
     n = min(m.st.bf_max_job_test, m.q.size[P_PENDING])
     cl, free_g, free_c, limited = m.cl, m.free_g, m.free_c, m.st.limits_active
     pending, partition, gpus, cpus, nodes = m.q.pending, m.jt.partition, m.jt.gpus, m.jt.cpus, m.jt.nodes
-    every, deferred, first_end = m.ps.every, m.ps.deferred, m.ps.first_end
+    every, deferred, first_end, unfit = m.ps.every, m.ps.deferred, m.ps.first_end, m.ps.unfit
     out_node, out_g, out_c = m.ps.out_node, m.ps.out_g, m.ps.out_c
     window_end = now_s + m.st.bf_window_s
     opened = False
     n_deferred = 0
     first_started = -1
+    unfit[:] = NEVER
     for i in range(n):
         job = pending[i]
         if limited and _blocked(m, job):
             continue
-        if not place(
-            cl, free_g, free_c, partition[job], gpus[job], cpus[job], nodes[job], every, out_node, out_g, out_c
-        ):
+        part, g, c, n_nodes = partition[job], gpus[job], cpus[job], nodes[job]
+        fits = False
+        if not _known_unfit(unfit, part, g, c, n_nodes):
+            fits = place(cl, free_g, free_c, part, g, c, n_nodes, every, out_node, out_g, out_c)
+            if not fits:
+                _note_unfit(unfit, part, g, c, n_nodes)
+        if not fits:
             deferred[n_deferred] = job
             n_deferred += 1
             continue
@@ -496,6 +529,22 @@ def backfill_pass(m, now_s):
     m.clock.ticks[DIRTY] = 0
     if first_started >= 0:
         _dequeue_started(m, first_started)
+
+
+@compiled
+def _known_unfit(unfit, part, gpus, cpus, n_nodes):
+    """Whether an even job cannot fit now because one needing no more per node on no more nodes did not (nodes only
+    fill up during a pass, so the answer place() would give is known)."""
+    if gpus % n_nodes or cpus % n_nodes:
+        return False
+    return gpus // n_nodes >= unfit[part, 0] and cpus // n_nodes >= unfit[part, 1] and n_nodes >= unfit[part, 2]
+
+
+@compiled
+def _note_unfit(unfit, part, gpus, cpus, n_nodes):
+    """Remember an even job that did not fit (one that _known_unfit did not already cover)."""
+    if gpus % n_nodes == 0 and cpus % n_nodes == 0:
+        unfit[part, 0], unfit[part, 1], unfit[part, 2] = gpus // n_nodes, cpus // n_nodes, n_nodes
 
 
 @compiled
@@ -721,7 +770,8 @@ def _pass(n_nodes: int, n_parts: int, deferred: int, widest: int) -> Pass:
     allowed, every, avail = (np.ones(n_nodes, dtype=np.bool_) for _ in range(3))
     closed = np.zeros(n_parts, dtype=np.bool_)
     placement = (_ints(widest) for _ in range(3))
-    return Pass(allowed, every, _ints(n_parts), avail, closed, _ints(n_parts), _ints(deferred), *placement)
+    unfit = np.zeros((n_parts, 3), dtype=np.int64)
+    return Pass(allowed, every, _ints(n_parts), avail, closed, _ints(n_parts), _ints(deferred), *placement, unfit)
 
 
 def build_model(config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, groups=None, epoch_s: int = 0) -> Model:

@@ -63,8 +63,8 @@ def calc_pass(lg, st, jt, now_s, running, n_running, start_s):
 
 
 @compiled
-def factor_of(lg, st, tt, user_assoc):
-    """The fair-share factor of a user association as of the last pass."""
+def factors(lg, st, tt):
+    """Every user association's fair-share factor as of the last pass (worked out once per pass)."""
     if lg.clock[1] == 0:
         if not st.multifactor or st.weight_fairshare == 0:
             lg.factors[:] = 0.0
@@ -73,4 +73,10 @@ def factor_of(lg, st, tt, user_assoc):
         else:
             lg.factors[:] = classic_factors(tt, lg.passed, st.dampening)
         lg.clock[1] = 1
-    return lg.factors[user_assoc]
+    return lg.factors
+
+
+@compiled
+def factor_of(lg, st, tt, user_assoc):
+    """The fair-share factor of a user association as of the last pass."""
+    return factors(lg, st, tt)[user_assoc]
