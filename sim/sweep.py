@@ -1,9 +1,10 @@
 """Grid sweeps of what-if scenarios on Dask distributed (a local cluster, or DASK_SCHEDULER_ADDRESS when set).
 
-A grid maps parameter names to value lists, e.g. {"load_factor": [0.8, 1.0, 1.2], "policy": ["fifo", "qssf"]}
-or {"ces.buffer": [5, 10, 20], "ces.keep": [6, 12]}. Every combination is one scenario, one Dask task on
-the scattered jobs; the answer is one row per (grid point, scheme) with the comparison metrics (and one `ces`
-row per point when CES runs).
+A grid maps parameter names to value lists, e.g. {"load_factor": [0.8, 1.0, 1.2], "policy": ["fifo", "qssf"]},
+{"ces.buffer": [5, 10, 20], "ces.keep": [6, 12]} or the Slurm twin's knobs {"twin.weight_fairshare": [0, 10000],
+"twin.backfill": [0, 1]} (policy `slurm`, on the captured configuration). Every combination is one scenario, one
+Dask task on the scattered jobs; the answer is one row per (grid point, scheme) with the comparison metrics (and
+one `ces` row per point when CES runs).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from typing import Any
 
 import polars as pl
 
+from analytics.slurm_config import SlurmConfig
 from sim.ces.energy import ENERGY_PARAMS
 from sim.ces.policy import POLICY_PARAMS
-from sim.scenario import ProgressCallback, ScenarioConfig, ScenarioError, run_scenario, validate
+from sim.policies import CLUSTER_WIDE
+from sim.scenario import ProgressCallback, ScenarioConfig, ScenarioError, run_scenario, validate, wants_scheduler
+from sim.slurm.knobs import KNOBS
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TOP_LEVEL: dict[str, type] = {
@@ -49,7 +53,8 @@ CES_METRICS: tuple[str, ...] = (
 def sweepable() -> tuple[str, ...]:
     """Every parameter name a grid may use."""
     ces = [f"ces.{name}" for name in (*POLICY_PARAMS, *ENERGY_PARAMS)]
-    return (*TOP_LEVEL, *ces)
+    twin = [f"twin.{name}" for name in KNOBS]
+    return (*TOP_LEVEL, *ces, *twin)
 
 
 def _parse_value(name: str, text: str) -> Any:
@@ -82,9 +87,12 @@ def parse_grid(items: list[str]) -> dict[str, list[Any]]:
 
 def apply_point(base: ScenarioConfig, point: dict[str, Any]) -> ScenarioConfig:
     """The scenario of one grid point: base with the point's values set (ces.* values enable CES)."""
-    top = {k: v for k, v in point.items() if not k.startswith("ces.") and k != "policy"}
+    top = {k: v for k, v in point.items() if not k.startswith(("ces.", "twin.")) and k != "policy"}
     if "policy" in point:
         top["policies"] = (point["policy"],)
+    twin = {k.removeprefix("twin."): float(v) for k, v in point.items() if k.startswith("twin.")}
+    if twin:
+        top["twin"] = tuple(sorted((dict(base.twin) | twin).items()))
     config = dataclasses.replace(base, **top)
     ces_values = {k.removeprefix("ces."): float(v) for k, v in point.items() if k.startswith("ces.")}
     if ces_values:
@@ -100,6 +108,11 @@ def apply_point(base: ScenarioConfig, point: dict[str, Any]) -> ScenarioConfig:
     return validate(config)
 
 
+def needs_scheduler(base: ScenarioConfig, grid: dict[str, list[Any]]) -> bool:
+    """Whether a point of the sweep replays the cluster's own scheduler (and so needs its configuration)."""
+    return wants_scheduler(base) or any(p in CLUSTER_WIDE for p in grid.get("policy", ()))
+
+
 MAX_GRID_POINTS = 64  # the most scenarios one sweep may run
 
 
@@ -112,9 +125,15 @@ def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(names, values, strict=True)) for values in itertools.product(*(grid[n] for n in names))]
 
 
-def point_rows(point: dict[str, Any], config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> list:
+def point_rows(
+    point: dict[str, Any],
+    config: ScenarioConfig,
+    jobs: pl.DataFrame,
+    vc_gpus: pl.DataFrame,
+    scheduler: SlurmConfig | None = None,
+) -> list:
     """Run one grid point and return its result rows (one per scheme, plus one for CES)."""
-    result = run_scenario(config, jobs, vc_gpus, heartbeat_s=0, keep_records=False)
+    result = run_scenario(config, jobs, vc_gpus, heartbeat_s=0, keep_records=False, scheduler=scheduler)
     rows = [{**point, **row} for row in result.summary.iter_rows(named=True)]
     if result.ces is not None:
         metrics = result.ces["metrics"]
@@ -153,24 +172,31 @@ def run_sweep(
     vc_gpus: pl.DataFrame,
     client: Any = None,
     progress: ProgressCallback | None = None,
+    scheduler: SlurmConfig | None = None,
 ) -> pl.DataFrame:
-    """Run every grid point as a Dask task (on client, or a fresh dask_client()) and stack their rows."""
+    """Run every grid point as a Dask task (on client, or a fresh dask_client()) and stack their rows (scheduler:
+    the captured Slurm configuration the `slurm` policy replays, with each point's twin knobs)."""
     points = grid_points(grid)
     if not points:
         raise ScenarioError("the grid is empty")
     configs = [apply_point(base, p) for p in points]  # validates every point before anything runs
     cluster_jobs = jobs.filter(pl.col("cluster") == base.cluster)
+    inputs = (cluster_jobs, vc_gpus, scheduler)
     if client is None:
         with dask_client() as own:
-            return _run_on(own, points, configs, cluster_jobs, vc_gpus, progress)
-    return _run_on(client, points, configs, cluster_jobs, vc_gpus, progress)
+            return _run_on(own, points, configs, inputs, progress)
+    return _run_on(client, points, configs, inputs, progress)
 
 
-def _run_on(client, points, configs, jobs, vc_gpus, progress) -> pl.DataFrame:
+def _run_on(client, points, configs, inputs, progress) -> pl.DataFrame:
     from dask.distributed import as_completed
 
+    jobs, vc_gpus, scheduler = inputs
     jobs_f, vc_f = client.scatter([jobs, vc_gpus], broadcast=True)
-    futures = [client.submit(point_rows, p, c, jobs_f, vc_f, pure=False) for p, c in zip(points, configs, strict=True)]
+    futures = [
+        client.submit(point_rows, p, c, jobs_f, vc_f, scheduler, pure=False)
+        for p, c in zip(points, configs, strict=True)
+    ]
     rows: list[dict] = []
     for done, future in enumerate(as_completed(futures), start=1):
         rows.extend(future.result())

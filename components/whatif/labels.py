@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sim.slurm.knobs import KNOBS
+
 
 class Metric(NamedTuple):
     """A metric's name on screen, its units kind (components.charts.units) or "" for a plain number, and what it
@@ -80,12 +82,20 @@ def download_header(name: str) -> str:
 
 
 def parameter_label(name: str) -> str:
-    """The human name of a sweep parameter (CES parameters as 'CES <name>')."""
+    """The human name of a sweep parameter (CES parameters as 'CES <name>', the twin's as 'Slurm twin: <its
+    slurm.conf name>')."""
     if name in PARAMETERS:
         return PARAMETERS[name][0]
+    if name.removeprefix("twin.") in KNOBS:
+        return "Slurm twin: " + KNOBS[name.removeprefix("twin.")].slurm
     return "CES " + name.removeprefix("ces.").replace("_", " ")
 
 
 def parameter_help(name: str) -> str:
     """What a sweep parameter changes, for a hover title."""
-    return PARAMETERS[name][1] if name in PARAMETERS else "a parameter of cluster energy saving (see the CES form)"
+    if name in PARAMETERS:
+        return PARAMETERS[name][1]
+    knob = KNOBS.get(name.removeprefix("twin."))
+    if knob is not None:
+        return f"the slurm policy's {knob.slurm}, set on the captured configuration ({knob.low:,} to {knob.high:,})"
+    return "a parameter of cluster energy saving (see the CES form)"

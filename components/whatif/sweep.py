@@ -14,6 +14,7 @@ from dash.exceptions import PreventUpdate
 from plotly.io.json import to_json_plotly
 
 from analytics.filters import query_params
+from analytics.scheduler import scheduler_config
 from components.charts import units
 from components.charts.figures import empty_figure, style
 from components.server.background import poll_interval_ms
@@ -26,7 +27,7 @@ from components.whatif.figures import scheme_color
 from components.whatif.run import SCENARIO_ERRORS, cancel_request, results_cache
 from components.whatif.state import form_to_config, form_to_params
 from sim.scenario import RECORDED, ScenarioError, config_to_dict, open_request
-from sim.sweep import CES_METRICS, parse_grid, run_sweep, sweepable
+from sim.sweep import CES_METRICS, needs_scheduler, parse_grid, run_sweep, sweepable
 
 X_PARAM = "whatif-sweep-x"
 X_VALUES = "whatif-sweep-x-values"
@@ -232,7 +233,8 @@ def sweep_job(config_data: dict, grid: dict, metric: str, settings: Settings, re
     if hit is not None:
         return {**hit, "cached": True}
     jobs, vc_gpus = request.inputs()
-    frame = run_sweep(request.config, grid, jobs, vc_gpus, progress=report)
+    scheduler = scheduler_config(request.dataset) if needs_scheduler(request.config, grid) else None
+    frame = run_sweep(request.config, grid, jobs, vc_gpus, progress=report, scheduler=scheduler)
     figure = sweep_figure(frame, grid, metric)
     out = {"figure": json.loads(to_json_plotly(figure)), "rows": frame.height}
     cache.set(key, out)

@@ -8,7 +8,8 @@ from sim import placers, policies
 from sim.ces.policy import PRESETS
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
-from sim.scenario import CesOptions, ScenarioConfig, validate
+from sim.scenario import CesOptions, ScenarioConfig, ScenarioError, validate
+from sim.slurm.knobs import KNOBS
 
 DEFAULTS = ScenarioConfig()  # the flags' defaults
 
@@ -40,6 +41,13 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ces-schedule", default=DEFAULTS.ces.schedule, help="recorded, or a policy whose schedule CES replays"
     )
+    p.add_argument(
+        "--twin",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help=f"set a knob of the captured Slurm configuration for the slurm policy (repeatable): {', '.join(KNOBS)}",
+    )
 
 
 def base_config(args: argparse.Namespace) -> ScenarioConfig:
@@ -62,7 +70,22 @@ def base_config(args: argparse.Namespace) -> ScenarioConfig:
         capacity_scale=args.capacity_scale,
         seed=args.seed,
         ces=ces,
+        twin=twin_knobs(args.twin),
     )
     if chosen or args.ces:
         validate(config)
     return config
+
+
+def twin_knobs(items: list[str]) -> tuple[tuple[str, float], ...]:
+    """Parse 'knob=value' items into the scenario's twin knobs (ScenarioError on a malformed item)."""
+    pairs = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            pairs.append((name.strip().replace("-", "_"), float(value)))
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise ScenarioError(f"--twin {item!r}: expected KNOB=NUMBER (knobs: {', '.join(KNOBS)})")
+    return tuple(sorted(pairs))

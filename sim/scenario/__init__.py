@@ -19,6 +19,7 @@ from sim.scenario.config import (
     open_request,
     scenario_inputs,
     scenario_key,
+    twin_pairs,
     validate,
 )
 from sim.scenario.outputs import ScenarioResult, records_timeline
@@ -29,6 +30,7 @@ from sim.scenario.run import (
     run_request,
     run_scenario,
     simulate,
+    wants_scheduler,
 )
 
 __all__ = [
@@ -54,5 +56,7 @@ __all__ = [
     "scenario_inputs",
     "scenario_key",
     "simulate",
+    "twin_pairs",
     "validate",
+    "wants_scheduler",
 ]

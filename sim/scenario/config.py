@@ -25,6 +25,7 @@ from sim.ces.energy import ENERGY_PARAMS, EnergyParams
 from sim.ces.policy import POLICY_PARAMS, PRESETS, PolicyParams
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
+from sim.slurm.knobs import check_knob
 
 SCENARIO_CODE_VERSION = "5"  # bump when the results of the same configuration change
 RECORDED = "recorded"
@@ -67,6 +68,7 @@ class ScenarioConfig:
     seed: int = 0
     ladder: bool = False  # also run QSSF with each predictor of LADDER
     ces: CesOptions = field(default_factory=CesOptions)
+    twin: tuple[tuple[str, float], ...] = ()  # (knob, value) set on the captured Slurm configuration (sim.slurm.knobs)
 
 
 # The bounds every scenario is held to where its run is built (the what-if form shows the same ones): a replayed or
@@ -142,6 +144,17 @@ def _check_knob(cls: type, name: str, value: float, low: float) -> None:
         raise ScenarioError(f"CES parameter {name} must be between {low:g} and {high:g}, got {value:g}")
 
 
+def _check_twin(twin: tuple[tuple[str, float], ...]) -> None:
+    names = [name for name, _ in twin]
+    if len(set(names)) != len(names):
+        raise ScenarioError(f"a twin knob is set twice: {', '.join(names)}")
+    for name, value in twin:
+        try:
+            check_knob(name, value)
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from None
+
+
 def validate(config: ScenarioConfig) -> ScenarioConfig:
     """Return config unchanged if it can run, else raise ScenarioError naming the first bad field."""
     if not config.cluster:
@@ -158,6 +171,7 @@ def validate(config: ScenarioConfig) -> ScenarioConfig:
         raise ScenarioError(f"unknown predictor {config.estimator!r}; expected one of {', '.join(ESTIMATORS)}")
     _check_window(config)
     _check_limits(config)
+    _check_twin(config.twin)
     if config.ces.enabled:
         _check_ces(config.ces, config.policies)
     return config
@@ -166,6 +180,16 @@ def validate(config: ScenarioConfig) -> ScenarioConfig:
 def config_to_dict(config: ScenarioConfig) -> dict[str, Any]:
     """A JSON-ready dict of config (tuples become lists)."""
     return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def twin_pairs(data: Any) -> tuple[tuple[str, float], ...]:
+    """Twin knobs given as a dict or as [name, value] pairs, as sorted (name, value) pairs (ScenarioError when they
+    are neither)."""
+    items = data.items() if isinstance(data, dict) else (data or ())
+    try:
+        return tuple(sorted((str(name), float(value)) for name, value in items))
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"twin knobs must be name/number pairs: {exc}") from None
 
 
 def config_from_dict(data: dict[str, Any]) -> ScenarioConfig:
@@ -186,6 +210,8 @@ def config_from_dict(data: dict[str, Any]) -> ScenarioConfig:
     for key in ("vcs", "policies"):
         if key in values:
             values[key] = tuple(values[key] or ())
+    if "twin" in values:
+        values["twin"] = twin_pairs(values["twin"])
     try:
         config = ScenarioConfig(**values, ces=CesOptions(**ces_data))
     except TypeError as exc:

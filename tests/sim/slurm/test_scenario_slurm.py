@@ -64,3 +64,40 @@ def test_recorded_accounts_and_time_limits_are_the_replays(trace):
     long = rec.filter(pl.col("duration_s") > 60)
     ran_s = long["end_s"] - long["start_s"]
     assert long.height > 0 and ran_s.is_between(60, 60 + 30).all()  # killed at the first 30 s check past its limit
+
+
+def test_twin_knobs_change_the_replay_and_a_sweep_runs_them(trace):
+    from dask.distributed import Client, LocalCluster
+
+    from sim.sweep import apply_point, run_sweep
+
+    jobs, vc_gpus = trace
+    base = ScenarioConfig(**WINDOW, policies=("slurm",))
+    builtin = run_scenario(apply_point(base, {"twin.backfill": 0}), jobs, vc_gpus, scheduler=_config())
+    backfill = run_scenario(base, jobs, vc_gpus, scheduler=_config())
+    queue = {name: r.summary.filter(pl.col("scheme") == "slurm")["avg_queue_s"][0] for name, r in
+             (("builtin", builtin), ("backfill", backfill))}  # fmt: skip
+    assert queue["builtin"] != queue["backfill"]
+    grid = {"twin.backfill": [0, 1], "twin.weight_fairshare": [0, 1000]}
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        frame = run_sweep(base, grid, jobs, vc_gpus, client=client, scheduler=_config())
+    slurm = frame.filter(pl.col("scheme") == "slurm")
+    assert slurm.height == 4
+    swept = slurm.filter((pl.col("twin.backfill") == 0) & (pl.col("twin.weight_fairshare") == 1000))
+    assert swept["avg_queue_s"][0] == queue["builtin"]  # the captured weight is 1000: the point is the builtin run
+
+
+def test_twin_knobs_are_checked_where_the_scenario_is_built(trace):
+    from sim.scenario import config_from_dict
+
+    with pytest.raises(ScenarioError, match="unknown twin knob 'bogus'"):
+        config_from_dict({**WINDOW, "policies": ["slurm"], "twin": {"bogus": 1}})
+    with pytest.raises(ScenarioError, match="bf_window_s must be a whole number from 60"):
+        config_from_dict({**WINDOW, "policies": ["slurm"], "twin": [["bf_window_s", 1.5]]})
+    with pytest.raises(ScenarioError, match="name/number pairs"):
+        config_from_dict({**WINDOW, "policies": ["slurm"], "twin": [["backfill"]]})
+    config = config_from_dict({**WINDOW, "policies": ["slurm"], "twin": {"weight_age": 5, "backfill": 0}})
+    assert config.twin == (("backfill", 0.0), ("weight_age", 5.0))

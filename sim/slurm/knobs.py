@@ -1,0 +1,72 @@
+"""The twin's knobs: the scheduler settings a what-if or a sweep may change on the captured configuration before the
+`slurm` policy replays it (priority weights and periods, backfill on or off and its limits, the main pass's timing).
+
+Each knob is one field of analytics.slurm_config's PrioritySpec or SchedSpec, set to a whole number within the
+bounds below (backfill: 0 = sched/builtin, 1 = sched/backfill).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+from analytics.slurm_config import DAY_S, SlurmConfig
+
+
+class Knob(NamedTuple):
+    """Where a knob lives (the SlurmConfig field "priority" or "sched", and its field there), its bounds and its name
+    in slurm.conf."""
+
+    spec: str
+    field: str
+    low: int
+    high: int
+    slurm: str
+
+
+WEIGHT_MAX = 4_294_967_295  # Slurm's PriorityWeight* are 32-bit
+KNOBS: dict[str, Knob] = {
+    "weight_fairshare": Knob("priority", "weight_fairshare", 0, WEIGHT_MAX, "PriorityWeightFairshare"),
+    "weight_age": Knob("priority", "weight_age", 0, WEIGHT_MAX, "PriorityWeightAge"),
+    "weight_job_size": Knob("priority", "weight_job_size", 0, WEIGHT_MAX, "PriorityWeightJobSize"),
+    "weight_partition": Knob("priority", "weight_partition", 0, WEIGHT_MAX, "PriorityWeightPartition"),
+    "weight_qos": Knob("priority", "weight_qos", 0, WEIGHT_MAX, "PriorityWeightQOS"),
+    "max_age_s": Knob("priority", "max_age_s", 1, 365 * DAY_S, "PriorityMaxAge (s)"),
+    "decay_half_life_s": Knob("priority", "decay_half_life_s", 0, 365 * DAY_S, "PriorityDecayHalfLife (s)"),
+    "calc_period_s": Knob("priority", "calc_period_s", 1, DAY_S, "PriorityCalcPeriod (s)"),
+    "backfill": Knob("sched", "backfill", 0, 1, "sched/backfill (1) or sched/builtin (0)"),
+    "sched_interval_s": Knob("sched", "sched_interval_s", 1, DAY_S, "sched_interval (s)"),
+    "default_queue_depth": Knob("sched", "default_queue_depth", 1, 1_000_000, "default_queue_depth"),
+    "bf_interval_s": Knob("sched", "bf_interval_s", 1, DAY_S, "bf_interval (s)"),
+    "bf_window_s": Knob("sched", "bf_window_s", 60, 30 * DAY_S, "bf_window (s)"),
+    "bf_max_job_test": Knob("sched", "bf_max_job_test", 1, 1_000_000, "bf_max_job_test"),
+    "bf_resolution_s": Knob("sched", "bf_resolution_s", 1, 3600, "bf_resolution (s)"),
+}
+
+
+def check_knob(name: str, value: object) -> int:
+    """The knob's value as a whole number (ValueError naming the knob when it is unknown, not whole or out of
+    bounds)."""
+    if name not in KNOBS:
+        raise ValueError(f"unknown twin knob {name!r}; expected one of {', '.join(KNOBS)}")
+    knob = KNOBS[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"twin knob {name} must be a number, got {value!r}")
+    if value != int(value) or not knob.low <= value <= knob.high:
+        raise ValueError(f"twin knob {name} must be a whole number from {knob.low:,} to {knob.high:,}, got {value:g}")
+    return int(value)
+
+
+def with_knobs(config: SlurmConfig, knobs: tuple[tuple[str, float], ...]) -> SlurmConfig:
+    """config with each (knob, value) set (priority weights on a priority/basic capture turn multifactor on)."""
+    priority, sched = config.priority, config.sched
+    for name, value in knobs:
+        knob, whole = KNOBS[name], check_knob(name, value)
+        if knob.spec == "priority":
+            priority = dataclasses.replace(priority, **{knob.field: whole})
+            if knob.field.startswith("weight_") and whole:
+                priority = dataclasses.replace(priority, multifactor=True)
+        else:
+            sched = dataclasses.replace(sched, **{knob.field: bool(whole) if knob.field == "backfill" else whole})
+    return dataclasses.replace(config, priority=priority, sched=sched)

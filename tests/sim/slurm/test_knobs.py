@@ -1,0 +1,47 @@
+"""The twin's knobs set on a captured configuration."""
+
+import pytest
+
+from analytics.slurm_config import NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
+from sim.slurm.knobs import KNOBS, check_knob, with_knobs
+
+CAPTURED = SlurmConfig(
+    nodes=(NodeSpec("n0", 8, 64),),
+    partitions=(PartitionSpec("p", (0,)),),
+    priority=PrioritySpec(),  # priority/basic
+    sched=SchedSpec(),
+)
+
+
+def test_each_knob_sets_its_field_and_nothing_else():
+    for name, knob in KNOBS.items():
+        value = knob.high if knob.low == 0 else knob.low
+        changed = with_knobs(CAPTURED, ((name, float(value)),))
+        spec = getattr(changed, knob.spec)
+        expected = bool(value) if knob.field == "backfill" else value
+        assert getattr(spec, knob.field) == expected, name
+        other = "sched" if knob.spec == "priority" else "priority"
+        assert getattr(changed, other) == getattr(CAPTURED, other) or knob.field.startswith("weight_")
+
+
+def test_a_weight_turns_basic_priority_into_multifactor_and_backfill_zero_is_builtin():
+    changed = with_knobs(CAPTURED, (("weight_fairshare", 10_000.0), ("backfill", 0.0)))
+    assert changed.priority.multifactor and changed.priority.weight_fairshare == 10_000
+    assert changed.sched.backfill is False
+    assert with_knobs(CAPTURED, (("weight_age", 0.0),)).priority.multifactor is False
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("nope", 1, "unknown twin knob 'nope'"),
+        ("bf_window_s", 10, "from 60 to"),
+        ("weight_age", -1, "from 0 to"),
+        ("weight_age", 2.5, "whole number"),
+        ("weight_age", float("nan"), "must be a number"),
+        ("backfill", True, "must be a number"),
+    ],
+)
+def test_bad_values_are_refused_by_name(name, value, message):
+    with pytest.raises(ValueError, match=message):
+        check_knob(name, value)
