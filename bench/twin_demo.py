@@ -1,0 +1,114 @@
+"""The twin against the demo's record (issue #39 item 3, groundwork): Earth in July 2020 replayed by the `slurm`
+policy under candidate calibrations of a trace without a scheduler configuration, each beside the record's mean and
+median queue and GPU utilisation, with the issue's targets (mean queue within 1.25x, utilisation within 1.05x).
+
+    .venv/bin/python bench/twin_demo.py [--dataset helios-synth]
+
+Candidates (each VC a partition, priority/basic = FIFO, sched/backfill with Slurm's defaults):
+  nodes        the VC's nodes of 8 GPUs (sim.slurm.calibrate.vc_cluster), no time limits
+  nodes+q90    the same, each job's limit the larger of its run time and its user's 90th-percentile run time
+  pool         each VC one pool of its GPUs (placement by GPU count, as the demo's generator places), no limits
+  pool+q90     the pool with the q90 limits
+Utilisation is GPU-seconds run inside the window over the capacity's, for the record and each replay alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+sys.path[0] = str(Path(__file__).resolve().parents[1])  # this folder's name would shadow the `sim` package
+
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+from analytics.slurm_config import NodeSpec, PartitionSpec, SlurmConfig  # noqa: E402
+from bench.twin_speed import load_workload  # noqa: E402
+from sim.model import GPUS_PER_NODE, SimConfig, Workload  # noqa: E402
+from sim.slurm import warm  # noqa: E402
+from sim.slurm.calibrate import CPUS_PER_NODE, vc_cluster  # noqa: E402
+from sim.slurm.workload import simulate_slurm  # noqa: E402
+
+CLUSTER, START, END = "Earth", datetime(2020, 7, 1), datetime(2020, 8, 1)
+TARGET_QUEUE_X, TARGET_UTIL_X = 1.25, 1.05
+LIMIT_QUANTILE = 0.9
+
+
+def utilisation_pct(start_s: np.ndarray, end_s: np.ndarray, gpus: np.ndarray, span_s: int, capacity: int) -> float:
+    """GPU-seconds of the jobs inside [0, span_s) over capacity x span_s, in percent (jobs with start -1 left out)."""
+    ran = start_s >= 0
+    inside = np.clip(end_s[ran], 0, span_s) - np.clip(start_s[ran], 0, span_s)
+    return 100.0 * float((inside * gpus[ran]).sum()) / (capacity * span_s)
+
+
+def q90_limits(w: Workload) -> np.ndarray:
+    """Each job's time limit: the larger of its run time and its user's LIMIT_QUANTILE run time (at least 60 s)."""
+    frame = pl.DataFrame({"user": w.scheduler.user, "run_s": w.duration_s})
+    user_q = frame.select(pl.col("run_s").quantile(LIMIT_QUANTILE).over("user"))["run_s"].to_numpy()
+    return np.maximum(np.maximum(w.duration_s, user_q), 60).astype(np.int64)
+
+
+def pooled(w: Workload) -> SlurmConfig:
+    """Each VC one node holding all its GPUs (no fragmentation), a partition over it."""
+    sizes = zip(w.vc_names, w.vc_nodes, strict=True)
+    nodes = tuple(NodeSpec(name, n * GPUS_PER_NODE, CPUS_PER_NODE * n) for name, n in sizes)
+    parts = tuple(PartitionSpec(name, (i,)) for i, name in enumerate(w.vc_names))
+    return SlurmConfig(nodes=nodes, partitions=parts)
+
+
+def prepared(w: Workload, limit_s: np.ndarray | None, pool: bool) -> Workload:
+    """w with every job's time limit set (None: none), and on a pool without the node counts the trace recorded."""
+    limits = np.full(len(w), -1, dtype=np.int64) if limit_s is None else limit_s
+    nodes = None if pool else w.scheduler.nodes
+    return dataclasses.replace(w, scheduler=dataclasses.replace(w.scheduler, timelimit_s=limits, nodes=nodes))
+
+
+def figures(queue_s: np.ndarray, util_pct: float) -> str:
+    """Mean and median queue and utilisation, in words."""
+    return f"mean queue {queue_s.mean():9,.1f} s  median {np.median(queue_s):7,.1f} s  utilisation {util_pct:5.1f} %"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the record's figures and each candidate's against them."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="helios-synth")
+    args = parser.parse_args(argv)
+    warm.main()
+    w = load_workload(args.dataset, CLUSTER, START, END)
+    span_s, capacity = int((END - START).total_seconds()), sum(w.vc_nodes) * GPUS_PER_NODE
+    known = w.recorded_start_s >= 0
+    rec_queue = (w.recorded_start_s - w.submit_s)[known]
+    rec_util = utilisation_pct(w.recorded_start_s, w.recorded_start_s + w.duration_s, w.gpu_num, span_s, capacity)
+    print(f"{CLUSTER} {START:%Y-%m-%d}..{END:%Y-%m-%d}: {len(w):,} GPU jobs, {capacity:,} GPUs")
+    print(f"{'record':<10} {figures(rec_queue, rec_util)}")
+    limits = q90_limits(w)
+    candidates = {
+        "nodes": (vc_cluster(w, GPUS_PER_NODE), None, False),
+        "nodes+q90": (vc_cluster(w, GPUS_PER_NODE), limits, False),
+        "pool": (pooled(w), None, True),
+        "pool+q90": (pooled(w), limits, True),
+    }
+    for name, (config, limit_s, pool) in candidates.items():
+        began = time.perf_counter()
+        result = simulate_slurm(config, SimConfig(policy="slurm"), prepared(w, limit_s, pool))
+        rows = np.concatenate([v.rows for v in result.vcs.values()])
+        start_s = np.concatenate([v.start_s for v in result.vcs.values()])
+        end_s = np.concatenate([v.end_s for v in result.vcs.values()])
+        queue = np.concatenate([v.queue_s[v.start_s >= 0] for v in result.vcs.values()])
+        util = utilisation_pct(start_s, end_s, w.gpu_num[rows], span_s, capacity)
+        queue_x, util_x = queue.mean() / rec_queue.mean(), util / rec_util
+        within = abs(np.log(queue_x)) <= np.log(TARGET_QUEUE_X) and abs(np.log(util_x)) <= np.log(TARGET_UTIL_X)
+        print(
+            f"{name:<10} {figures(queue, util)}  queue {queue_x:5.2f}x  utilisation {util_x:5.3f}x  "
+            f"({'within' if within else 'outside'} {TARGET_QUEUE_X}x / {TARGET_UTIL_X}x; "
+            f"{time.perf_counter() - began:.1f} s)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
