@@ -26,8 +26,11 @@ from analytics.filters import (
     to_filter,
 )
 from analytics.queries import catalog, job, users
+from analytics.scheduler import scheduler_config
+from analytics.slurm_config import SlurmConfigError
 from components.server.cache import cached, peek
 from components.server.settings import Settings
+from sim.slurm.knobs import knob_values
 
 USER_ERRORS = (ValueError, QueryError, store.DatasetError)  # what bad filters, queries or dataset names raise
 
@@ -234,3 +237,13 @@ def vc_activity(name: str, cluster: str, vc: str, start: datetime, end: datetime
         return util.join(job.queued_jobs(ds, cluster, vc, times), on="time", how="left")
 
     return _of_dataset("vcact", name, compute, cluster, vc, start.isoformat(), end.isoformat(), every)
+
+
+def captured_knobs(name: str) -> dict[str, int] | None:
+    """The Slurm twin's knobs as the dataset's captured scheduler configuration sets them (None: none captured, or
+    the stored one cannot be read)."""
+    try:
+        config = scheduler_config(open_dataset(name))
+    except (store.DatasetError, SlurmConfigError):
+        return None
+    return knob_values(config) if config is not None else None

@@ -26,7 +26,7 @@ def initial_form(params: dict[str, str]) -> tuple[dict, list[str], dict, list[st
     """The page's form from URL parameters over sensible defaults: (form, datasets, scope, problems)."""
     names = access.dataset_names()
     dataset = params.get("ds") or access.default_dataset(names)
-    scope: dict = {"clusters": [], "vcs": [], "first": None, "last": None}
+    scope: dict = {"clusters": [], "vcs": [], "first": None, "last": None, "twin": None}
     base = default_form(dataset)
     if dataset in names:
         clusters = access.cluster_names(dataset)
@@ -36,7 +36,7 @@ def initial_form(params: dict[str, str]) -> tuple[dict, list[str], dict, list[st
         start = max(filter(None, (start, first)), default=None)  # not before the dataset's first day
         base = default_form(dataset, cluster, start, end or last)
         vcs = access.gpu_vcs(dataset, cluster) if cluster in clusters else []
-        scope = {"clusters": clusters, "vcs": vcs, "first": first, "last": last}
+        scope = {"clusters": clusters, "vcs": vcs, "first": first, "last": last, "twin": access.captured_knobs(dataset)}
     form, problems = form_from_params(params, base)
     return form, names, scope, problems
 

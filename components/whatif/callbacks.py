@@ -217,13 +217,15 @@ def one_line(exc: Exception, max_chars: int = 300) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
 
 
-def start_run(n_clicks, autorun, policy_values, energy_values, *values, settings: Settings, search: str = ""):
+def start_run(
+    n_clicks, autorun, policy_values, energy_values, twin_values, *values, settings: Settings, search: str = ""
+):
     """Validate the form, put it in the URL (search: the page's URL before, whose sweep part is kept); show a cached
     result at once, else start the background run."""
     if ctx.triggered_id != ids.RUN and not autorun:
         raise PreventUpdate
     try:
-        form = ids.form_of(list(values), policy_values, energy_values)
+        form = ids.form_of(list(values), policy_values, energy_values, twin_values)
         request = open_request(form_to_config(form), settings.data_dir)
     except (*access.USER_ERRORS, TypeError) as exc:
         return (
@@ -424,6 +426,7 @@ def register(app: Dash, settings: Settings | None = None, manager=None) -> None:
         State(ids.URL, "search"),
         State({"type": ids.CES_POLICY, "name": ALL}, "value"),
         State({"type": ids.CES_ENERGY, "name": ALL}, "value"),
+        State({"type": ids.TWIN, "name": ALL}, "value"),
         *form_states,
         prevent_initial_call="initial_duplicate",
     )(lambda n_clicks, autorun, search, *a: start_run(n_clicks, autorun, *a, settings=settings, search=search))

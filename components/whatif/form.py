@@ -16,6 +16,7 @@ from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.scenario import RECORDED
 from sim.scenario.config import LIMITS
+from sim.slurm.knobs import KNOBS
 
 URL = "whatif-url"
 AUTORUN = "whatif-autorun"
@@ -38,6 +39,8 @@ CES_MODE = "whatif-ces-mode"
 CES_SCHEDULE = "whatif-ces-schedule"
 CES_POLICY = "whatif-ces-policy"  # pattern-matching type, one input per PolicyParams field
 CES_ENERGY = "whatif-ces-energy"  # pattern-matching type, one input per EnergyParams field
+TWIN = "whatif-twin"  # pattern-matching type, one input per knob of the Slurm twin (sim.slurm.knobs)
+TWIN_BODY = "whatif-twin-body"
 RUN = "whatif-run"
 CANCEL = "whatif-cancel"
 PROGRESS = "whatif-progress"
@@ -96,8 +99,11 @@ def _given(value: Any, default: Any) -> Any:
     return default if value in (None, "") else value
 
 
-def form_of(values: list[Any], policy_values: list[Any], energy_values: list[Any]) -> dict:
-    """The form dict of the form's control values (FORM_STATES order) and the CES parameter inputs."""
+def form_of(
+    values: list[Any], policy_values: list[Any], energy_values: list[Any], twin_values: list[Any] | None = None
+) -> dict:
+    """The form dict of the form's control values (FORM_STATES order), the CES parameter inputs and the Slurm twin's
+    knob inputs."""
     (
         dataset,
         cluster,
@@ -133,6 +139,7 @@ def form_of(values: list[Any], policy_values: list[Any], energy_values: list[Any
         ces_schedule=_given(ces_schedule, form["ces_schedule"]),
         ces_policy=overrides(policy_values, POLICY_PARAMS),
         ces_energy=overrides(energy_values, ENERGY_PARAMS),
+        twin=overrides(twin_values, tuple(KNOBS)) if twin_values else {},
     )
     return form
 
@@ -319,6 +326,45 @@ def ces_section(form: dict, policies_run: list[str]) -> html.Div:
     return html.Div([switch, body], className="border-top pt-2")
 
 
+def twin_section(form: dict, captured: dict[str, int] | None) -> html.Details:
+    """The Slurm twin's knobs, folded unless one is set: each empty input keeps the captured configuration's value
+    (shown as its placeholder; captured None: the dataset has none)."""
+    inputs = [
+        dbc.Col(
+            [
+                html.Label(knob.slurm, className="small text-muted mb-0 d-block", title=f"twin knob {name}"),
+                dbc.Input(
+                    id={"type": TWIN, "name": name},
+                    type="number",
+                    value=form["twin"].get(name),
+                    placeholder=str(captured[name]) if captured else "not captured",
+                    size="sm",
+                    min=knob.low,
+                    max=knob.high,
+                    step=1,
+                ),
+            ],
+            xs=6,
+            md=3,
+            xl=2,
+            className="mb-2",
+        )
+        for name, knob in KNOBS.items()
+    ]
+    said = (
+        "empty = as captured from the cluster"
+        if captured
+        else "this dataset has no captured configuration: ingest it with --slurm-config (docs/twin.md)"
+    )
+    summary = html.Summary(f"Slurm twin's settings (the slurm policy; {said})", className="small fw-semibold")
+    return html.Details(
+        [summary, dbc.Row(inputs, className="g-2 mt-1")],
+        id=TWIN_BODY,
+        open=bool(form["twin"]),
+        className="border-top pt-2 mb-2",
+    )
+
+
 def run_bar() -> dbc.Row:
     """Run and cancel buttons, the progress bar and the status line."""
     return dbc.Row(
@@ -402,7 +448,14 @@ def layout(
     freshness line)."""
     alerts = [dbc.Alert(p, color="warning", className="py-1 small mb-2") for p in problems]
     form_card = dbc.Card(
-        dbc.CardBody([scope_row(form, datasets, scope), policy_row(form), ces_section(form, form["policies"])]),
+        dbc.CardBody(
+            [
+                scope_row(form, datasets, scope),
+                policy_row(form),
+                twin_section(form, scope.get("twin")),
+                ces_section(form, form["policies"]),
+            ]
+        ),
         className="mb-2 shadow-sm",
     )
     return html.Div(

@@ -12,9 +12,11 @@ from sim.ces.energy import ENERGY_PARAMS, EnergyParams
 from sim.ces.policy import POLICY_PARAMS, PRESETS
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
-from sim.scenario import CesOptions, ScenarioConfig, ScenarioError, check_limit, validate
+from sim.scenario import CesOptions, ScenarioConfig, ScenarioError, check_limit, twin_pairs, validate
+from sim.slurm.knobs import KNOBS, check_knob
 
 NUMBER_KEYS: dict[str, str] = {"noise": "noise_level", "load": "load_factor", "cap": "capacity_scale"}
+TWIN_PREFIX = "t_"  # URL parameters of the Slurm twin's knobs: t_weight_fairshare=0
 
 
 DEFAULTS = ScenarioConfig()  # the scenario a fresh form describes (bar the dataset, cluster, window and CES preset)
@@ -43,6 +45,7 @@ def default_form(dataset: str = "", cluster: str = "", start: str | None = None,
         "ces_schedule": DEFAULTS.ces.schedule,
         "ces_policy": {},
         "ces_energy": {},
+        "twin": {},
     }
 
 
@@ -128,7 +131,19 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
         form["ces_schedule"] = params["csched"]
     form["ces_policy"] = _ces_overrides(params, "c_", POLICY_PARAMS, problems) or form["ces_policy"]
     form["ces_energy"] = _ces_overrides(params, "e_", ENERGY_PARAMS, problems) or form["ces_energy"]
+    form["twin"] = _twin_overrides(params, problems) or form.get("twin", {})
     return form, problems
+
+
+def _twin_overrides(params: dict[str, str], problems: list[str]) -> dict:
+    """The twin's knobs of the URL (t_<knob>); one out of bounds stays in the form (refused at run), named."""
+    knobs = _ces_overrides(params, TWIN_PREFIX, tuple(KNOBS), problems)
+    for name, value in knobs.items():
+        try:
+            check_knob(name, value)
+        except ValueError as exc:
+            problems.append(f"URL parameter {TWIN_PREFIX}{name}: {exc}")
+    return knobs
 
 
 def _short(value: float) -> str:
@@ -151,6 +166,7 @@ def form_to_params(form: dict) -> dict[str, str]:
         params.update(ces="1", cpre=form["ces_preset"], cmode=form["ces_mode"], csched=form["ces_schedule"])
         params.update({f"c_{k}": _short(float(v)) for k, v in sorted(form["ces_policy"].items())})
         params.update({f"e_{k}": _short(float(v)) for k, v in sorted(form["ces_energy"].items())})
+    params.update({f"{TWIN_PREFIX}{k}": _short(float(v)) for k, v in sorted((form.get("twin") or {}).items())})
     params["run"] = "1"
     return params
 
@@ -186,6 +202,9 @@ def check_form_types(form: dict) -> None:
             raise ScenarioError(f"{field} must be a list of at most {MAX_LIST_ITEMS} names")
         for item in items:
             _check_text(item, field)
+    twin = form.get("twin") or {}
+    if not isinstance(twin, dict) or len(twin) > len(KNOBS):
+        raise ScenarioError(f"the Slurm twin's settings must be at most {len(KNOBS)} knobs")
     for group in ("ces_policy", "ces_energy"):
         for name, value in (form.get(group) or {}).items():
             if not -MAX_CES_NUMBER <= float(value) <= MAX_CES_NUMBER:
@@ -223,6 +242,7 @@ def form_to_config(form: dict) -> ScenarioConfig:
         estimator=form.get("estimator") or DEFAULTS.estimator,
         ladder=bool(form.get("ladder")),
         ces=ces,
+        twin=twin_pairs(form.get("twin") or {}),
         **numbers,
     )
     return validate(config)

@@ -248,14 +248,16 @@ def new_request(n_clicks) -> dict:
     return {"token": run_token()}
 
 
-def run_sweep_job(set_progress, request, x, xv, y, yv, metric, policy_values, energy_values, *values, settings):
+def run_sweep_job(
+    set_progress, request, x, xv, y, yv, metric, policy_values, energy_values, twin_values, *values, settings
+):
     """The background job of a sweep request: validate, run the grid in a subprocess (or take it from the cache),
     return the chart."""
     if not request:
         raise PreventUpdate
     try:
         grid = grid_of(x, xv, y, yv)
-        config = form_to_config(ids.form_of(list(values), policy_values, energy_values))
+        config = form_to_config(ids.form_of(list(values), policy_values, energy_values, twin_values))
     except (ScenarioError, ValueError) as exc:
         return no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
 
@@ -283,13 +285,13 @@ def kept_params(search: str | None) -> dict[str, str]:
     return {k: v for k, v in query_params(search or "").items() if k in URL_KEYS or k == AUTORUN_KEY}
 
 
-def sweep_url(n_clicks, x, xv, y, yv, metric, policy_values, energy_values, search, *values) -> str:
+def sweep_url(n_clicks, x, xv, y, yv, metric, policy_values, energy_values, twin_values, search, *values) -> str:
     """The URL of the page with the form and the sweep settings (sweep=1: opening it shows this sweep)."""
     if not n_clicks:
         raise PreventUpdate
     before = query_params(search)
     try:
-        params = form_to_params(ids.form_of(list(values), policy_values, energy_values))
+        params = form_to_params(ids.form_of(list(values), policy_values, energy_values, twin_values))
     except (ScenarioError, ValueError, TypeError, KeyError):
         params = {k: v for k, v in before.items() if k not in URL_KEYS}
     if before.get("run") != "1":
@@ -302,7 +304,7 @@ def sweep_url(n_clicks, x, xv, y, yv, metric, policy_values, energy_values, sear
 def register(app: Dash, settings: Settings, manager, form_states: list[State]) -> None:
     """Register the sweep's background callback on app."""
     sweep_states = [State(cid, "value") for cid in URL_KEYS.values()]
-    ces_states = [State({"type": t, "name": ALL}, "value") for t in (ids.CES_POLICY, ids.CES_ENERGY)]
+    ces_states = [State({"type": t, "name": ALL}, "value") for t in (ids.CES_POLICY, ids.CES_ENERGY, ids.TWIN)]
     app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
         Input(RUN, "n_clicks"),
@@ -331,6 +333,7 @@ def register(app: Dash, settings: Settings, manager, form_states: list[State]) -
         State(METRIC, "value"),
         State({"type": ids.CES_POLICY, "name": ALL}, "value"),
         State({"type": ids.CES_ENERGY, "name": ALL}, "value"),
+        State({"type": ids.TWIN, "name": ALL}, "value"),
         *form_states,
         background=True,
         manager=manager,

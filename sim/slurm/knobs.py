@@ -35,7 +35,7 @@ KNOBS: dict[str, Knob] = {
     "max_age_s": Knob("priority", "max_age_s", 1, 365 * DAY_S, "PriorityMaxAge (s)"),
     "decay_half_life_s": Knob("priority", "decay_half_life_s", 0, 365 * DAY_S, "PriorityDecayHalfLife (s)"),
     "calc_period_s": Knob("priority", "calc_period_s", 1, DAY_S, "PriorityCalcPeriod (s)"),
-    "backfill": Knob("sched", "backfill", 0, 1, "sched/backfill (1) or sched/builtin (0)"),
+    "backfill": Knob("sched", "backfill", 0, 1, "backfill (1) or builtin (0)"),
     "sched_interval_s": Knob("sched", "sched_interval_s", 1, DAY_S, "sched_interval (s)"),
     "default_queue_depth": Knob("sched", "default_queue_depth", 1, 1_000_000, "default_queue_depth"),
     "bf_interval_s": Knob("sched", "bf_interval_s", 1, DAY_S, "bf_interval (s)"),
@@ -70,3 +70,8 @@ def with_knobs(config: SlurmConfig, knobs: tuple[tuple[str, float], ...]) -> Slu
         else:
             sched = dataclasses.replace(sched, **{knob.field: bool(whole) if knob.field == "backfill" else whole})
     return dataclasses.replace(config, priority=priority, sched=sched)
+
+
+def knob_values(config: SlurmConfig) -> dict[str, int]:
+    """Each knob's value in config (backfill as 1 or 0)."""
+    return {name: int(getattr(getattr(config, knob.spec), knob.field)) for name, knob in KNOBS.items()}

@@ -18,7 +18,7 @@ from analytics.filters import (
     to_filter,
     to_query,
 )
-from components.whatif.state import default_form, form_from_params, form_to_config
+from components.whatif.state import default_form, form_from_params, form_to_config, form_to_params
 from sim.scenario import ScenarioError
 
 NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=8)
@@ -189,3 +189,24 @@ def test_an_unknown_dataset_falls_back_to_the_default_with_a_message():
 def test_dataset_is_read_as_ds_and_written_back_as_ds():
     state, problems = parse_query("?dataset=philly&cluster=Philly")
     assert problems == [] and state["dataset"] == "philly" and to_query(state) == "?ds=philly&cluster=Philly"
+
+
+def test_the_slurm_twins_knobs_round_trip_through_the_url_and_reach_the_scenario():
+    base = {**default_form("helios-synth", "Earth"), "policies": ["slurm"]}
+    form, problems = form_from_params({"t_weight_fairshare": "0", "t_backfill": "0"}, base)
+    assert problems == [] and form["twin"] == {"weight_fairshare": 0.0, "backfill": 0.0}
+    params = form_to_params(form)
+    assert params["t_weight_fairshare"] == "0" and params["t_backfill"] == "0"
+    assert form_to_config(form).twin == (("backfill", 0.0), ("weight_fairshare", 0.0))
+    assert "t_backfill" not in form_to_params(base)  # no knob set, none in the URL
+
+
+def test_a_twin_knob_out_of_bounds_is_named_in_the_url_and_refused_at_run():
+    base = {**default_form("helios-synth", "Earth"), "policies": ["slurm"]}
+    form, problems = form_from_params({"t_bf_window_s": "5", "t_weight_age": "lots"}, base)
+    assert any("t_bf_window_s" in p and "from 60" in p for p in problems)
+    assert any("t_weight_age" in p and "not a number" in p for p in problems)
+    with pytest.raises(ScenarioError, match="bf_window_s must be a whole number from 60"):
+        form_to_config(form)
+    with pytest.raises(ScenarioError, match="at most 15 knobs"):
+        form_to_config({**base, "twin": {f"k{i}": 1 for i in range(40)}})

@@ -15,6 +15,7 @@ from analytics.ingest import IngestOptions, ingest
 from analytics.ingest.slurm_conf import read_slurm_config
 from analytics.scheduler import config_summary
 from components.server.settings import Settings
+from sim.slurm.knobs import knob_values
 from tests.analytics.test_ingest_slurm import BATCH1, FIXTURES
 from tests.analytics.test_slurm_conf import MULTIFACTOR
 from tests.components.conftest import DashClient, write_small
@@ -96,4 +97,33 @@ def test_the_data_page_in_chromium(data, page, gunicorn_app, chromium_path):
         assert other.inner_text() == "Not in this trace."
         card.scroll_into_view_if_needed()
         card.screenshot(path=str(data / "data-page-scheduler.png"))
+        assert page.errors == []
+
+
+@pytest.mark.browser
+def test_the_whatif_page_sets_the_twins_knobs_from_the_form_and_the_link(data, page, gunicorn_app, chromium_path):
+    env = {**os.environ, "HELIOS_DATA_DIR": str(data / "data"), "HELIOS_CACHE_DIR": str(data / "twin-cache")}
+    env.pop("HELIOS_REDIS_URL", None)
+    with gunicorn_app(data / "twin-server.log", env, timeout_s=120) as url:
+        page.set_viewport_size({"width": 1280, "height": 1400})
+        page.goto(url + "/whatif?ds=slurm-conf&cluster=heliostest&pol=fifo,slurm&t_backfill=0&run=1")
+        knobs = page.locator('[id="whatif-twin-body"]')
+        knobs.wait_for()
+        assert knobs.get_attribute("open") is not None  # a knob in the link: the section is unfolded
+        backfill = page.locator('input[id*=\'"name":"backfill"\']')
+        assert backfill.input_value() == "0"
+        captured = knob_values(read_slurm_config(MULTIFACTOR))
+        age = page.locator('input[id*=\'"name":"weight_age"\']')
+        assert age.input_value() == "" and age.get_attribute("placeholder") == str(captured["weight_age"])
+        page.wait_for_function("document.getElementById('whatif-row-slurm') !== null")
+        assert page.locator("#whatif-error").inner_text() == ""
+        fairshare = page.locator('input[id*=\'"name":"weight_fairshare"\']')
+        fairshare.fill("0")
+        page.locator("#whatif-run").click()
+        page.wait_for_function("window.location.search.includes('t_weight_fairshare=0')")
+        assert "t_backfill=0" in page.evaluate("window.location.search")
+        page.wait_for_function("document.getElementById('whatif-status').innerText.includes('ran in')")
+        assert page.locator("#whatif-row-slurm").count() == 1
+        knobs.screenshot(path=str(data / "whatif-twin-knobs.png"))
+        page.screenshot(path=str(data / "whatif-twin-page.png"), full_page=True)
         assert page.errors == []

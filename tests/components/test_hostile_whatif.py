@@ -14,6 +14,7 @@ from components.whatif import callbacks as cb
 from components.whatif.state import default_form
 from sim.ces.energy import ENERGY_PARAMS
 from sim.ces.policy import POLICY_PARAMS
+from sim.slurm.knobs import KNOBS
 
 HOSTILE = {
     "inject": "x' OR '1'='1'; DROP TABLE jobs; --",
@@ -55,14 +56,15 @@ def settings(tmp_path, write_small):
     return Settings(data_dir=data, cache_dir=tmp_path / "cache")
 
 
-def _click(form: dict, settings: Settings, policy_values=None, energy_values=None):
+def _click(form: dict, settings: Settings, policy_values=None, energy_values=None, twin_values=None):
     policy_values = policy_values or [None] * len(POLICY_PARAMS)
     energy_values = energy_values or [None] * len(ENERGY_PARAMS)
+    twin_values = twin_values or [None] * len(KNOBS)
 
     def call():
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "whatif-run.n_clicks", "value": 1}]))
         values = [form[k] for k in ORDER]
-        return cb.start_run(1, False, policy_values, energy_values, *values, settings=settings)
+        return cb.start_run(1, False, policy_values, energy_values, twin_values, *values, settings=settings)
 
     return copy_context().run(call)
 

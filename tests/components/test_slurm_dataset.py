@@ -26,6 +26,7 @@ from components.whatif import callbacks as whatif
 from components.whatif.run import results_cache
 from components.whatif.state import default_form
 from sim.scenario import RECORDED
+from sim.slurm.knobs import KNOBS
 from tests.analytics.test_ingest_slurm import BATCH1, FIXTURES, SYNC
 from tests.components.conftest import DashClient, find, write_small
 from tests.components.test_components_callbacks import as_json
@@ -147,7 +148,7 @@ def _start(settings: Settings, form: dict) -> tuple:
     values += [form[k] for k in ("estimator", "noise_level", "load_factor", "capacity_scale", "ladder")]
     values += [form[k] for k in ("ces_enabled", "ces_preset", "ces_mode", "ces_schedule")]
     context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "whatif-run.n_clicks", "value": 1}]))
-    return whatif.start_run(1, False, [None] * 9, [None] * 7, *values, settings=settings)
+    return whatif.start_run(1, False, [None] * 9, [None] * 7, [None] * len(KNOBS), *values, settings=settings)
 
 
 def _run(settings: Settings, form: dict) -> tuple[list, dict, str | None]:

@@ -30,6 +30,7 @@ from components.whatif.state import (
     form_to_params,
 )
 from sim.scenario import RECORDED, config_to_dict
+from sim.slurm.knobs import KNOBS
 
 
 @pytest.fixture
@@ -73,7 +74,9 @@ def _click_run(
 ):
     def call():
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": trigger, "value": 1}]))
-        return cb.start_run(1, autorun, [None] * 9, [None] * 7, *_values(form), settings=settings, search=search)
+        return cb.start_run(
+            1, autorun, [None] * 9, [None] * 7, [None] * len(KNOBS), *_values(form), settings=settings, search=search
+        )
 
     return copy_context().run(call)
 

@@ -97,13 +97,13 @@ def test_sweep_settings_come_from_the_url_and_bad_ones_are_reported_not_dropped(
 
 def test_a_sweep_url_carries_the_form_and_the_sweep(monkeypatch):
     form = {"dataset": "helios-synth", "cluster": "Venus", "start": "2020-09-01", "end": "2020-09-07"}
-    monkeypatch.setattr(ws.ids, "form_of", lambda values, p, e: default_form(**form))
-    search = ws.sweep_url(1, "load_factor", "1,2", "policy", "fifo,sjf", "avg_queue_s", [], [], "?ds=x", 1)
+    monkeypatch.setattr(ws.ids, "form_of", lambda values, p, e, t: default_form(**form))
+    search = ws.sweep_url(1, "load_factor", "1,2", "policy", "fifo,sjf", "avg_queue_s", [], [], [], "?ds=x", 1)
     params = dict(p.split("=", 1) for p in search[1:].split("&"))
     assert params["sx"] == "load_factor" and params["sxv"] == "1,2" and params["sm"] == "avg_queue_s"
     assert params["sweep"] == "1" and params["ds"] == "helios-synth" and params["cluster"] == "Venus"
     assert "run" not in params  # the single run was not asked for
-    again = ws.sweep_url(1, "load_factor", "1,2", "policy", "fifo,sjf", "avg_queue_s", [], [], "?run=1", 1)
+    again = ws.sweep_url(1, "load_factor", "1,2", "policy", "fifo,sjf", "avg_queue_s", [], [], [], "?run=1", 1)
     assert "run=1" in again
     chosen, problems = ws.settings_from_params(dict(p.split("=", 1) for p in again[1:].split("&")))
     assert problems == [] and chosen["sm"] == "avg_queue_s"

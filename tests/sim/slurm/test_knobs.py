@@ -3,7 +3,7 @@
 import pytest
 
 from analytics.slurm_config import NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
-from sim.slurm.knobs import KNOBS, check_knob, with_knobs
+from sim.slurm.knobs import KNOBS, check_knob, knob_values, with_knobs
 
 CAPTURED = SlurmConfig(
     nodes=(NodeSpec("n0", 8, 64),),
@@ -45,3 +45,11 @@ def test_a_weight_turns_basic_priority_into_multifactor_and_backfill_zero_is_bui
 def test_bad_values_are_refused_by_name(name, value, message):
     with pytest.raises(ValueError, match=message):
         check_knob(name, value)
+
+
+def test_knob_values_read_back_what_with_knobs_set():
+    changed = with_knobs(CAPTURED, (("weight_age", 7.0), ("backfill", 0.0), ("bf_window_s", 3600.0)))
+    values = knob_values(changed)
+    assert set(values) == set(KNOBS)
+    assert (values["weight_age"], values["backfill"], values["bf_window_s"]) == (7, 0, 3600)
+    assert knob_values(CAPTURED)["backfill"] == 1
