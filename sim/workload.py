@@ -31,6 +31,11 @@ class Window:
     vcs: tuple[str, ...]
 
 
+def _day_end(moment: datetime) -> datetime:
+    """The last second of moment's day."""
+    return datetime.combine(moment.date(), datetime.max.time()).replace(microsecond=0)
+
+
 def select_window(
     jobs: pl.DataFrame,
     cluster: str,
@@ -38,7 +43,8 @@ def select_window(
     start: datetime | None = None,
     end: datetime | None = None,
 ) -> Window:
-    """GPU jobs of cluster (and vcs) submitted in [start, end]; defaults span the cluster's whole trace. A job with
+    """GPU jobs of cluster (and vcs) submitted in [start, end]; defaults span the cluster's whole trace, to the end of
+    its last submission's day (as an end day given inclusive: the window's figures count what ran that day). A job with
     an unfinished state is left out unless both its start and end were recorded (an Alibaba pod deleted while
     running): otherwise its duration is not known yet."""
     known = "state" in jobs.columns
@@ -55,7 +61,7 @@ def select_window(
             raise WorkloadError(f"VC(s) {', '.join(unknown)} have no GPU jobs in cluster {cluster!r}")
         gpu_jobs = gpu_jobs.filter(pl.col("vc").is_in(vcs))
     start = start or gpu_jobs.get_column("submit_time").min()
-    end = end or gpu_jobs.get_column("submit_time").max()
+    end = end or _day_end(gpu_jobs.get_column("submit_time").max())
     window = gpu_jobs.filter(pl.col("submit_time").is_between(start, end)).sort(["submit_time", "job_id"])
     if window.is_empty():
         raise WorkloadError(f"no GPU jobs of {cluster!r} submitted between {start} and {end}")

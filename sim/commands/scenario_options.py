@@ -20,7 +20,7 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", required=True)
     p.add_argument("--vc", nargs="+", default=[], help="only these VCs (default: all)")
     p.add_argument("--start", help="first submit day YYYY-MM-DD (default: first job)")
-    p.add_argument("--end", help="last submit day YYYY-MM-DD, inclusive (default: last job)")
+    p.add_argument("--end", help="last submit day YYYY-MM-DD, inclusive (default: the last job's day)")
     p.add_argument(
         "--policies",
         default=",".join(DEFAULTS.policies),

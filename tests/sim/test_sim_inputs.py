@@ -46,6 +46,14 @@ def test_select_window_keeps_gpu_jobs_in_window_and_history_before():
     assert win.vcs == ("vcA", "vcB")
 
 
+def test_a_window_without_an_end_runs_to_the_end_of_its_last_submission_day():
+    jobs = jobs_frame()
+    win = workload.select_window(jobs, "Earth")
+    last = jobs.filter((pl.col("cluster") == "Earth") & (pl.col("gpu_num") > 0))["submit_time"].max()
+    assert win.end == datetime.combine(last.date(), datetime.min.time()) + timedelta(days=1, seconds=-1)
+    assert win.jobs["submit_time"].max() == last
+
+
 def test_select_window_errors_name_the_problem():
     with pytest.raises(workload.WorkloadError, match="cluster 'Mars'"):
         workload.select_window(jobs_frame(), "Mars")
