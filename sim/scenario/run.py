@@ -42,7 +42,7 @@ from sim.scenario.outputs import (
     timeline_grid,
     with_factors,
 )
-from sim.slurm.knobs import with_knobs
+from sim.slurm.knobs import scaled_nodes, with_knobs
 from sim.slurm.workload import simulate_slurm
 
 LGBM_TRAIN_JOBS = 50_000  # most recent past jobs LightGBM is fitted on (keeps the fit to seconds)
@@ -240,7 +240,8 @@ def _simulate(config, policy: str, w: Workload, scheduler: SlurmConfig | None, o
             f"the {policy!r} policy replays the cluster's own scheduler and needs its configuration: ingest or sync "
             "the dataset with --slurm-config (docs/twin.md)"
         )
-    return simulate_slurm(with_knobs(scheduler, config.twin), _sim_config(config, policy), w)
+    twin = with_knobs(scaled_nodes(scheduler, config.capacity_scale), config.twin)
+    return simulate_slurm(twin, _sim_config(config, policy), w)
 
 
 def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Reporter, step: float, stage_s, scheduler):

@@ -75,3 +75,24 @@ def with_knobs(config: SlurmConfig, knobs: tuple[tuple[str, float], ...]) -> Slu
 def knob_values(config: SlurmConfig) -> dict[str, int]:
     """Each knob's value in config (backfill as 1 or 0)."""
     return {name: int(getattr(getattr(config, knob.spec), knob.field)) for name, knob in KNOBS.items()}
+
+
+def scaled_nodes(config: SlurmConfig, scale: float) -> SlurmConfig:
+    """config with round(scale x its nodes) nodes (at least one): the first ones kept, or, past them, copies of
+    each node in turn (named "<node>+k", in the same partitions) - the what-if's VC capacity scale for the twin."""
+    n = len(config.nodes)
+    target = max(1, round(n * scale))
+    if target == n:
+        return config
+    nodes = tuple(
+        config.nodes[i % n]
+        if i < n
+        else dataclasses.replace(config.nodes[i % n], name=f"{config.nodes[i % n].name}+{i // n}")
+        for i in range(target)
+    )
+    members = [set(p.nodes) for p in config.partitions]
+    partitions = tuple(
+        dataclasses.replace(p, nodes=tuple(i for i in range(target) if i % n in member))
+        for p, member in zip(config.partitions, members, strict=True)
+    )
+    return dataclasses.replace(config, nodes=nodes, partitions=partitions)

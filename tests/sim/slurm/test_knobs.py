@@ -3,7 +3,7 @@
 import pytest
 
 from analytics.slurm_config import NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
-from sim.slurm.knobs import KNOBS, check_knob, knob_values, with_knobs
+from sim.slurm.knobs import KNOBS, check_knob, knob_values, scaled_nodes, with_knobs
 
 CAPTURED = SlurmConfig(
     nodes=(NodeSpec("n0", 8, 64),),
@@ -53,3 +53,17 @@ def test_knob_values_read_back_what_with_knobs_set():
     assert set(values) == set(KNOBS)
     assert (values["weight_age"], values["backfill"], values["bf_window_s"]) == (7, 0, 3600)
     assert knob_values(CAPTURED)["backfill"] == 1
+
+
+def test_scaled_nodes_copy_each_node_in_turn_into_its_partitions_or_keep_the_first_ones():
+    config = SlurmConfig(
+        nodes=tuple(NodeSpec(f"n{i}", 8, 64) for i in range(4)),
+        partitions=(PartitionSpec("a", (0, 1)), PartitionSpec("b", (1, 2, 3))),
+    )
+    bigger = scaled_nodes(config, 1.5)
+    assert [n.name for n in bigger.nodes] == ["n0", "n1", "n2", "n3", "n0+1", "n1+1"]
+    assert bigger.partitions[0].nodes == (0, 1, 4, 5) and bigger.partitions[1].nodes == (1, 2, 3, 5)
+    smaller = scaled_nodes(config, 0.5)
+    assert [n.name for n in smaller.nodes] == ["n0", "n1"]
+    assert smaller.partitions[0].nodes == (0, 1) and smaller.partitions[1].nodes == (1,)
+    assert scaled_nodes(config, 1.0) is config and len(scaled_nodes(config, 0.01).nodes) == 1

@@ -1,6 +1,8 @@
 """The `slurm` policy inside a what-if: it needs the captured configuration, replays all VCs on one shared pool,
 and is reported like the other policies."""
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 import pytest
@@ -101,3 +103,14 @@ def test_twin_knobs_are_checked_where_the_scenario_is_built(trace):
         config_from_dict({**WINDOW, "policies": ["slurm"], "twin": [["backfill"]]})
     config = config_from_dict({**WINDOW, "policies": ["slurm"], "twin": {"weight_age": 5, "backfill": 0}})
     assert config.twin == (("backfill", 0.0), ("weight_age", 5.0))
+
+
+def test_the_capacity_scale_gives_the_twin_more_nodes_as_it_gives_the_other_policies(trace):
+    jobs, vc_gpus = trace
+    base = ScenarioConfig(**WINDOW, policies=("fifo", "slurm"))
+    runs = {scale: run_scenario(replace(base, capacity_scale=scale), jobs, vc_gpus, scheduler=_config())
+            for scale in (1.0, 2.0)}  # fmt: skip
+    queue = {s: dict(r.summary.select("scheme", "avg_queue_s").iter_rows()) for s, r in runs.items()}
+    assert queue[2.0]["slurm"] < queue[1.0]["slurm"] and queue[2.0]["fifo"] < queue[1.0]["fifo"]
+    nodes = {s: sum(r.vc_nodes.values()) for s, r in runs.items()}
+    assert nodes[2.0] == 2 * nodes[1.0]
