@@ -257,18 +257,33 @@ def start_order_tau(recorded: pl.DataFrame | None, records: pl.DataFrame) -> flo
     return None if not np.isfinite(tau) else round(float(tau), 4)
 
 
-def summary_row(
-    records: pl.DataFrame, used: np.ndarray, capacity_gpus: int, span_points: int, window_end_s: int
-) -> dict:
+def summary_row(records: pl.DataFrame, busy_gpu_s: float, capacity_gpus: int, span_s: int, window_end_s: int) -> dict:
     """The comparison-table row of one scheme: metrics.summarize's figures over the jobs that started by the end of
     the window (those still waiting then are counted in waiting_at_end, not averaged in as huge waits), plus the
-    utilisation."""
+    utilisation: busy_gpu_s, the GPU-seconds run in [0, span_s), over the capacity's."""
     late = pl.col("placed") & (pl.col("start_s") > window_end_s)
     row = metrics.summarize(records.filter(~late))["all"]
     row["waiting_at_end"] = int(records.select(late.sum()).item())
-    busy = used[:span_points].astype(np.float64)
-    row["gpu_util_pct"] = round(float(busy.mean() / capacity_gpus * 100), 1) if capacity_gpus else None
+    capacity_gpu_s = capacity_gpus * span_s
+    row["gpu_util_pct"] = round(100.0 * busy_gpu_s / capacity_gpu_s, 1) if capacity_gpu_s > 0 else None
     return row
+
+
+def records_gpu_s(records: pl.DataFrame, span_s: int) -> float:
+    """GPU-seconds the placed jobs of records run in [0, span_s), to the second."""
+    ran = records.filter(pl.col("placed") & (pl.col("end_s") > pl.col("start_s")))
+    start, end, gpus = (ran.get_column(c).to_numpy() for c in ("start_s", "end_s", "gpu_num"))
+    inside = np.clip(end, 0, span_s) - np.clip(start, 0, span_s)
+    return float((inside * gpus).sum())
+
+
+def engine_gpu_s(result: SimResult, span_s: int) -> float:
+    """GPU-seconds in use in [0, span_s) by the engine's event samples (each holds until the next), to the second."""
+    total = 0.0
+    for r in result.vcs.values():
+        t = np.clip(np.append(r.timeline_t_s, span_s), 0, span_s)
+        total += float((np.diff(t) * r.timeline_used_gpus).sum()) if r.timeline_t_s.shape[0] else 0.0
+    return total
 
 
 def _distance(row: dict, recorded: dict) -> float:

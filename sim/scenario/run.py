@@ -28,11 +28,13 @@ from sim.scenario.outputs import (
     ScenarioResult,
     cdf_points,
     closest_to_record,
+    engine_gpu_s,
     engine_timeline,
     per_account_means,
     per_vc_means,
     predictor_quality,
     recorded_records,
+    records_gpu_s,
     records_timeline,
     replay_fidelity,
     sim_records,
@@ -196,15 +198,16 @@ class _Schemes:
         self.end_s = int((end - t0).total_seconds())
         span_s = int(w.submit_s.max(initial=0)) + 1
         self.grid = timeline_grid(span_s)
-        self.span_points = int(np.searchsorted(self.grid, span_s))
+        self.span_s = span_s
         self.records: dict[str, pl.DataFrame] = {}
         self.rows: list[dict] = []
         self.timelines: list[pl.DataFrame] = []
 
-    def add(self, scheme: str, records: pl.DataFrame, used: np.ndarray, queued: np.ndarray) -> None:
-        """Record one scheme's per-job outcome and its GPUs-in-use and jobs-waiting series."""
+    def add(self, scheme: str, records: pl.DataFrame, busy_gpu_s: float, used: np.ndarray, queued: np.ndarray) -> None:
+        """Record one scheme's per-job outcome, the GPU-seconds it ran in the span and its GPUs-in-use and
+        jobs-waiting series."""
         self.records[scheme] = records
-        row = summary_row(records, used, self.capacity, self.span_points, self.end_s)
+        row = summary_row(records, busy_gpu_s, self.capacity, self.span_s, self.end_s)
         tau = None if scheme == RECORDED else start_order_tau(self.records.get(RECORDED), records)
         self.rows.append({"scheme": scheme, **row, "start_order_tau": tau})
         self.timelines.append(timeline_frame(scheme, self.t0, self.grid, used, queued, self.capacity))
@@ -254,7 +257,8 @@ def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Report
 
         reporter.report(base, f"simulating {policy}")
         result = _simulate(config, policy, w, scheduler, on_vc)
-        schemes.add(policy, sim_records(result, policy), *engine_timeline(result, schemes.grid))
+        records, busy_gpu_s = sim_records(result, policy), engine_gpu_s(result, schemes.span_s)
+        schemes.add(policy, records, busy_gpu_s, *engine_timeline(result, schemes.grid))
         stage_s[policy] = time.perf_counter() - t
 
 
@@ -266,7 +270,8 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, schedul
     schemes = _Schemes(w, window.start, window.end, config.gpus_per_node)
     baseline = recorded_records(w) if config.load_factor == 1.0 else None
     if baseline is not None:
-        schemes.add(RECORDED, baseline, *records_timeline(baseline, schemes.grid))
+        busy_gpu_s = records_gpu_s(baseline, schemes.span_s)
+        schemes.add(RECORDED, baseline, busy_gpu_s, *records_timeline(baseline, schemes.grid))
     _simulate_policies(config, w, schemes, reporter, step, stage_s, scheduler)
     ladder = None
     if config.ladder:

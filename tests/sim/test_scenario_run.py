@@ -406,3 +406,17 @@ def test_vc_nodes_are_the_mean_gpus_over_the_window():
     )
     # vcA: 16, 16 (no row: the day before's), 48, 48 over Apr 1-4 -> 32 GPUs = 4 nodes; vcB: 8, 8, 8, 0 -> 6 -> 1
     assert workload.vc_nodes_mean(caps, "Earth", date(2020, 4, 1), date(2020, 4, 4)) == {"vcA": 4, "vcB": 1}
+
+
+def test_utilisation_counts_gpu_seconds_to_the_second_not_ten_minute_samples():
+    from types import SimpleNamespace
+
+    from sim.scenario.outputs import engine_gpu_s, records_gpu_s
+
+    records = pl.DataFrame(
+        {"placed": [True, True, False], "start_s": [0, 250, -1], "end_s": [30, 400, -1], "gpu_num": [2, 1, 8]}
+    )
+    assert records_gpu_s(records, 300) == 2 * 30 + 1 * 50  # the second job counted until the span ends
+    vc = SimpleNamespace(timeline_t_s=np.array([0, 30, 250]), timeline_used_gpus=np.array([2, 0, 1]))
+    assert engine_gpu_s(SimpleNamespace(vcs={"a": vc}), 300) == records_gpu_s(records, 300)
+    assert engine_gpu_s(SimpleNamespace(vcs={"a": vc}), 20) == 2 * 20
