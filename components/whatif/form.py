@@ -8,7 +8,15 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from components.shell.controls import date_range, graph_config
-from components.whatif.state import FALLBACK_PRESET, default_form, energy_defaults, overrides, preset_defaults
+from components.whatif.state import (
+    FALLBACK_PRESET,
+    MAX_CAPS_CHARS,
+    account_caps,
+    default_form,
+    energy_defaults,
+    overrides,
+    preset_defaults,
+)
 from sim import placers, policies
 from sim.ces.energy import ENERGY_PARAMS, EnergyParams
 from sim.ces.policy import POLICY_PARAMS, PRESETS, PolicyParams
@@ -16,7 +24,7 @@ from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.scenario import RECORDED
 from sim.scenario.config import LIMITS
-from sim.slurm.knobs import KNOBS
+from sim.slurm.knobs import ACCOUNT_GPUS, KNOBS, account_of
 
 URL = "whatif-url"
 AUTORUN = "whatif-autorun"
@@ -139,9 +147,15 @@ def form_of(
         ces_schedule=_given(ces_schedule, form["ces_schedule"]),
         ces_policy=overrides(policy_values, POLICY_PARAMS),
         ces_energy=overrides(energy_values, ENERGY_PARAMS),
-        twin=overrides(twin_values, tuple(KNOBS)) if twin_values else {},
+        twin=_twin_of(twin_values) if twin_values else {},
     )
     return form
+
+
+def _twin_of(twin_values: list[Any]) -> dict[str, float]:
+    """The twin's knobs of the section's inputs: one number per knob, then the account caps' text."""
+    knobs = overrides(twin_values[: len(KNOBS)], tuple(KNOBS))
+    return {**knobs, **account_caps(twin_values[len(KNOBS)] if len(twin_values) > len(KNOBS) else "")}
 
 
 def _labelled(label: str, control, width: dict[str, Any], tip: str = "") -> dbc.Col:
@@ -351,6 +365,30 @@ def twin_section(form: dict, captured: dict[str, int] | None) -> html.Details:
         )
         for name, knob in KNOBS.items()
     ]
+    caps = ", ".join(f"{account_of(k)}={v:g}" for k, v in form["twin"].items() if account_of(k) is not None)
+    inputs.append(
+        dbc.Col(
+            [
+                html.Label(
+                    "Account GPU caps (GrpTRES=gres/gpu)",
+                    className="small text-muted mb-0 d-block",
+                    title="GPUs each named account may run at once, e.g. nlp=4, speech=8",
+                ),
+                dbc.Input(
+                    id={"type": TWIN, "name": ACCOUNT_GPUS},
+                    type="text",
+                    value=caps,
+                    placeholder="account=GPUs, ...",
+                    size="sm",
+                    maxLength=MAX_CAPS_CHARS,
+                ),
+            ],
+            xs=12,
+            md=6,
+            xl=4,
+            className="mb-2",
+        )
+    )
     said = (
         "empty = as captured from the cluster"
         if captured

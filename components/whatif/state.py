@@ -13,10 +13,12 @@ from sim.ces.policy import POLICY_PARAMS, PRESETS
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.scenario import CesOptions, ScenarioConfig, ScenarioError, check_limit, twin_pairs, validate
-from sim.slurm.knobs import KNOBS, check_knob
+from sim.slurm.knobs import ACCOUNT_GPUS, KNOBS, account_of, check_knob
 
 NUMBER_KEYS: dict[str, str] = {"noise": "noise_level", "load": "load_factor", "cap": "capacity_scale"}
-TWIN_PREFIX = "t_"  # URL parameters of the Slurm twin's knobs: t_weight_fairshare=0
+TWIN_PREFIX = "t_"  # URL parameters of the Slurm twin's knobs: t_weight_fairshare=0, t_account_gpus.nlp=4
+MAX_ACCOUNT_CAPS = 50  # account GPU caps one scenario may set
+MAX_CAPS_CHARS = 2000  # the form's text of account caps
 
 
 DEFAULTS = ScenarioConfig()  # the scenario a fresh form describes (bar the dataset, cluster, window and CES preset)
@@ -137,7 +139,8 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
 
 def _twin_overrides(params: dict[str, str], problems: list[str]) -> dict:
     """The twin's knobs of the URL (t_<knob>); one out of bounds stays in the form (refused at run), named."""
-    knobs = _ces_overrides(params, TWIN_PREFIX, tuple(KNOBS), problems)
+    caps = tuple(k.removeprefix(TWIN_PREFIX) for k in params if account_of(k.removeprefix(TWIN_PREFIX)) is not None)
+    knobs = _ces_overrides(params, TWIN_PREFIX, (*KNOBS, *caps[:MAX_ACCOUNT_CAPS]), problems)
     for name, value in knobs.items():
         try:
             check_knob(name, value)
@@ -203,8 +206,8 @@ def check_form_types(form: dict) -> None:
         for item in items:
             _check_text(item, field)
     twin = form.get("twin") or {}
-    if not isinstance(twin, dict) or len(twin) > len(KNOBS):
-        raise ScenarioError(f"the Slurm twin's settings must be at most {len(KNOBS)} knobs")
+    if not isinstance(twin, dict) or len(twin) > len(KNOBS) + MAX_ACCOUNT_CAPS:
+        raise ScenarioError(f"the Slurm twin's settings must be at most {len(KNOBS) + MAX_ACCOUNT_CAPS} knobs")
     for group in ("ces_policy", "ces_energy"):
         for name, value in (form.get(group) or {}).items():
             if not -MAX_CES_NUMBER <= float(value) <= MAX_CES_NUMBER:
@@ -268,3 +271,23 @@ def preset_defaults(preset: str) -> dict[str, Any]:
 def energy_defaults() -> dict[str, Any]:
     """The default energy parameters (shown as input placeholders)."""
     return dataclasses.asdict(EnergyParams())
+
+
+def account_caps(text: Any) -> dict[str, float]:
+    """The form's account caps "nlp=4, speech=8" as twin knobs {"account_gpus.nlp": 4.0, ...} (ScenarioError naming
+    the item that is not account=number)."""
+    if not isinstance(text, str) or len(text) > MAX_CAPS_CHARS:
+        raise ScenarioError(f"account GPU caps must be a text of at most {MAX_CAPS_CHARS} characters")
+    caps = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        account, sep, value = item.partition("=")
+        try:
+            gpus = float(value) if sep and account.strip() else None
+        except ValueError:
+            gpus = None
+        if gpus is None:
+            raise ScenarioError(f"account GPU cap {item!r}: expected account=GPUs, e.g. nlp=4")
+        caps[f"{ACCOUNT_GPUS}.{account.strip()}"] = gpus
+    return caps

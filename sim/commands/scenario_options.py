@@ -46,7 +46,10 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KNOB=VALUE",
-        help=f"set a knob of the captured Slurm configuration for the slurm policy (repeatable): {', '.join(KNOBS)}",
+        help=(
+            "set a knob of the captured Slurm configuration for the slurm policy (repeatable): "
+            f"{', '.join(KNOBS)}, or account_gpus.ACCOUNT (the account's GPUs at once)"
+        ),
     )
 
 
@@ -83,7 +86,8 @@ def twin_knobs(items: list[str]) -> tuple[tuple[str, float], ...]:
     for item in items:
         name, sep, value = item.partition("=")
         try:
-            pairs.append((name.strip().replace("-", "_"), float(value)))
+            knob, dot, account = name.strip().partition(".")
+            pairs.append((knob.replace("-", "_") + dot + account, float(value)))
         except ValueError:
             sep = ""
         if not sep:

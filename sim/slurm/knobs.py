@@ -2,7 +2,8 @@
 `slurm` policy replays it (priority weights and periods, backfill on or off and its limits, the main pass's timing).
 
 Each knob is one field of analytics.slurm_config's PrioritySpec or SchedSpec, set to a whole number within the
-bounds below (backfill: 0 = sched/builtin, 1 = sched/backfill).
+bounds below (backfill: 0 = sched/builtin, 1 = sched/backfill); `account_gpus.<account>` caps the GPUs an account
+runs at once (its association's GrpTRES=gres/gpu, enforced).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import dataclasses
 import math
 from typing import NamedTuple
 
-from analytics.slurm_config import DAY_S, SlurmConfig
+from analytics.slurm_config import DAY_S, AssocSpec, SlurmConfig
 
 
 class Knob(NamedTuple):
@@ -45,31 +46,67 @@ KNOBS: dict[str, Knob] = {
 }
 
 
+ACCOUNT_GPUS = "account_gpus"  # account_gpus.<account>: the account's GrpTRES=gres/gpu (GPUs running at once)
+ACCOUNT_GPUS_MAX = 1_000_000
+MAX_ACCOUNT_CHARS = 64
+
+
+def account_of(name: str) -> str | None:
+    """The account of an account_gpus.<account> knob name (None for another name)."""
+    knob, dot, account = name.partition(".")
+    return account if knob == ACCOUNT_GPUS and dot else None
+
+
+def _bounds(name: str) -> tuple[int, int]:
+    account = account_of(name)
+    if account is not None:
+        if not 0 < len(account) <= MAX_ACCOUNT_CHARS or not account.isprintable() or any(c in account for c in ",= "):
+            raise ValueError(
+                f"twin knob {name!r}: the account must be a name of at most {MAX_ACCOUNT_CHARS} characters"
+            )
+        return 0, ACCOUNT_GPUS_MAX
+    if name not in KNOBS:
+        raise ValueError(f"unknown twin knob {name!r}; expected one of {', '.join(KNOBS)} or {ACCOUNT_GPUS}.<account>")
+    return KNOBS[name].low, KNOBS[name].high
+
+
 def check_knob(name: str, value: object) -> int:
     """The knob's value as a whole number (ValueError naming the knob when it is unknown, not whole or out of
     bounds)."""
-    if name not in KNOBS:
-        raise ValueError(f"unknown twin knob {name!r}; expected one of {', '.join(KNOBS)}")
-    knob = KNOBS[name]
+    low, high = _bounds(name)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"twin knob {name} must be a number, got {value!r}")
-    if value != int(value) or not knob.low <= value <= knob.high:
-        raise ValueError(f"twin knob {name} must be a whole number from {knob.low:,} to {knob.high:,}, got {value:g}")
+    if value != int(value) or not low <= value <= high:
+        raise ValueError(f"twin knob {name} must be a whole number from {low:,} to {high:,}, got {value:g}")
     return int(value)
 
 
 def with_knobs(config: SlurmConfig, knobs: tuple[tuple[str, float], ...]) -> SlurmConfig:
-    """config with each (knob, value) set (priority weights on a priority/basic capture turn multifactor on)."""
-    priority, sched = config.priority, config.sched
+    """config with each (knob, value) set (priority weights on a priority/basic capture turn multifactor on; an
+    account's GPU cap is set on its association, added below root when the capture has none, and enforced)."""
+    priority, sched, assocs, enforced = config.priority, config.sched, config.assocs, config.limits_enforced
     for name, value in knobs:
-        knob, whole = KNOBS[name], check_knob(name, value)
+        whole, account = check_knob(name, value), account_of(name)
+        if account is not None:
+            assocs, enforced = _capped(assocs, account, whole), True
+            continue
+        knob = KNOBS[name]
         if knob.spec == "priority":
             priority = dataclasses.replace(priority, **{knob.field: whole})
             if knob.field.startswith("weight_") and whole:
                 priority = dataclasses.replace(priority, multifactor=True)
         else:
             sched = dataclasses.replace(sched, **{knob.field: bool(whole) if knob.field == "backfill" else whole})
-    return dataclasses.replace(config, priority=priority, sched=sched)
+    return dataclasses.replace(config, priority=priority, sched=sched, assocs=assocs, limits_enforced=enforced)
+
+
+def _capped(assocs: tuple[AssocSpec, ...], account: str, gpus: int) -> tuple[AssocSpec, ...]:
+    """assocs with the account association's GrpTRES=gres/gpu set to gpus."""
+    if any(a.account == account and not a.user for a in assocs):
+        return tuple(
+            dataclasses.replace(a, grp_gpus=gpus) if a.account == account and not a.user else a for a in assocs
+        )
+    return (*assocs, AssocSpec(account, grp_gpus=gpus))
 
 
 def knob_values(config: SlurmConfig) -> dict[str, int]:

@@ -208,5 +208,18 @@ def test_a_twin_knob_out_of_bounds_is_named_in_the_url_and_refused_at_run():
     assert any("t_weight_age" in p and "not a number" in p for p in problems)
     with pytest.raises(ScenarioError, match="bf_window_s must be a whole number from 60"):
         form_to_config(form)
-    with pytest.raises(ScenarioError, match="at most 15 knobs"):
-        form_to_config({**base, "twin": {f"k{i}": 1 for i in range(40)}})
+    with pytest.raises(ScenarioError, match="at most 65 knobs"):
+        form_to_config({**base, "twin": {f"k{i}": 1 for i in range(70)}})
+
+
+def test_account_gpu_caps_come_from_the_link_and_the_form_text():
+    from components.whatif.state import account_caps
+
+    base = {**default_form("helios-synth", "Earth"), "policies": ["slurm"]}
+    form, problems = form_from_params({"t_account_gpus.my-lab": "4"}, base)
+    assert problems == [] and form["twin"] == {"account_gpus.my-lab": 4.0}
+    assert form_to_params(form)["t_account_gpus.my-lab"] == "4"
+    assert form_to_config(form).twin == (("account_gpus.my-lab", 4.0),)
+    assert account_caps("nlp=4, speech = 8,") == {"account_gpus.nlp": 4.0, "account_gpus.speech": 8.0}
+    with pytest.raises(ScenarioError, match="'nlp': expected account=GPUs"):
+        account_caps("nlp")

@@ -119,8 +119,10 @@ def test_the_whatif_page_sets_the_twins_knobs_from_the_form_and_the_link(data, p
         assert page.locator("#whatif-error").inner_text() == ""
         fairshare = page.locator('input[id*=\'"name":"weight_fairshare"\']')
         fairshare.fill("0")
+        page.locator('input[id*=\'"name":"account_gpus"\']').fill("physics=2")
         page.locator("#whatif-run").click()
         page.wait_for_function("window.location.search.includes('t_weight_fairshare=0')")
+        assert "t_account_gpus.physics=2" in page.evaluate("window.location.search")
         assert "t_backfill=0" in page.evaluate("window.location.search")
         page.wait_for_function("document.getElementById('whatif-status').innerText.includes('ran in')")
         assert page.locator("#whatif-row-slurm").count() == 1

@@ -29,7 +29,7 @@ from components.whatif.state import (
     form_to_config,
     form_to_params,
 )
-from sim.scenario import RECORDED, config_to_dict
+from sim.scenario import RECORDED, ScenarioError, config_to_dict
 from sim.slurm.knobs import KNOBS
 
 
@@ -427,3 +427,15 @@ def test_a_predictor_worse_than_none_is_called_out():
     found = [n for n in _walk([cb._predictor_text(predictor)]) if n["props"].get("id") == "whatif-predictor-warning"]
     assert len(found) == 1 and "mean absolute error and median relative error" in str(found[0]["props"]["children"])
     assert not [n for n in _walk([cb._predictor_text(predictor | {"worse_than_none": []})]) if n["type"] == "Alert"]
+
+
+def test_the_twin_sections_inputs_become_knobs_and_a_bad_cap_is_named():
+    from components.whatif import form as ids
+
+    values = _values(_form())
+    twin_values = [None] * len(KNOBS) + ["vcA=2, vcB = 4"]
+    twin_values[list(KNOBS).index("backfill")] = 0
+    form = ids.form_of(values, [None] * 9, [None] * 7, twin_values)
+    assert form["twin"] == {"backfill": 0.0, "account_gpus.vcA": 2.0, "account_gpus.vcB": 4.0}
+    with pytest.raises(ScenarioError, match="'vcA': expected account=GPUs"):
+        ids.form_of(values, [None] * 9, [None] * 7, [None] * len(KNOBS) + ["vcA"])

@@ -1,5 +1,7 @@
 """The twin's knobs set on a captured configuration."""
 
+import dataclasses
+
 import pytest
 
 from analytics.slurm_config import NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
@@ -67,3 +69,24 @@ def test_scaled_nodes_copy_each_node_in_turn_into_its_partitions_or_keep_the_fir
     assert [n.name for n in smaller.nodes] == ["n0", "n1"]
     assert smaller.partitions[0].nodes == (0, 1) and smaller.partitions[1].nodes == (1,)
     assert scaled_nodes(config, 1.0) is config and len(scaled_nodes(config, 0.01).nodes) == 1
+
+
+def test_an_account_gpu_cap_is_set_on_its_association_or_added_and_enforced():
+    from analytics.slurm_config import AssocSpec
+
+    added = with_knobs(dataclasses.replace(CAPTURED, limits_enforced=False), (("account_gpus.my-lab", 4.0),))
+    assert added.assocs == (AssocSpec("my-lab", grp_gpus=4),) and added.limits_enforced
+    captured = dataclasses.replace(CAPTURED, assocs=(AssocSpec("nlp", shares=5, grp_gpus=16), AssocSpec("nlp", "ann")))
+    changed = with_knobs(captured, (("account_gpus.nlp", 2.0),))
+    assert changed.assocs == (AssocSpec("nlp", shares=5, grp_gpus=2), AssocSpec("nlp", "ann"))
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("account_gpus.", "the account must be a name"), ("account_gpus.a,b", "the account must be a name")],
+)
+def test_bad_account_caps_are_refused_by_name(name, message):
+    with pytest.raises(ValueError, match=message):
+        check_knob(name, 1)
+    with pytest.raises(ValueError, match="from 0 to 1,000,000"):
+        check_knob("account_gpus.nlp", -1)

@@ -114,3 +114,21 @@ def test_the_capacity_scale_gives_the_twin_more_nodes_as_it_gives_the_other_poli
     assert queue[2.0]["slurm"] < queue[1.0]["slurm"] and queue[2.0]["fifo"] < queue[1.0]["fifo"]
     nodes = {s: sum(r.vc_nodes.values()) for s, r in runs.items()}
     assert nodes[2.0] == 2 * nodes[1.0]
+
+
+def test_an_account_gpu_cap_holds_that_accounts_jobs_back(trace):
+    from sim.commands.scenario_options import twin_knobs
+    from sim.sweep import parse_grid
+
+    jobs, vc_gpus = trace
+    vc = sorted(VCS)[0]  # without an account column, each VC is its jobs' account
+    base = ScenarioConfig(**WINDOW, policies=("slurm",))
+    capped = replace(base, twin=((f"account_gpus.{vc}", 1.0),))
+    queue = {}
+    for name, config in (("free", base), ("capped", capped)):
+        result = run_scenario(config, jobs, vc_gpus, scheduler=_config())
+        per_account = result.per_account.filter(pl.col("scheme") == "slurm")
+        queue[name] = dict(per_account.select("account", "avg_queue_s").iter_rows())
+    assert queue["capped"][vc] > queue["free"][vc]
+    assert twin_knobs(["account_gpus.my-lab=4"]) == (("account_gpus.my-lab", 4.0),)
+    assert parse_grid(["twin.account_gpus.my-lab=1,2"]) == {"twin.account_gpus.my-lab": [1.0, 2.0]}
