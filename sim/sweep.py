@@ -25,7 +25,7 @@ from sim.ces.energy import ENERGY_PARAMS
 from sim.ces.policy import POLICY_PARAMS
 from sim.policies import CLUSTER_WIDE
 from sim.scenario import ProgressCallback, ScenarioConfig, ScenarioError, run_scenario, validate, wants_scheduler
-from sim.slurm.knobs import ACCOUNT_GPUS, KNOBS, account_of
+from sim.slurm.knobs import KNOBS, param_of
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TOP_LEVEL: dict[str, type] = {
@@ -72,10 +72,10 @@ def _parse_value(name: str, text: str) -> Any:
 
 
 def _grid_name(text: str) -> str:
-    """A grid parameter's name as typed, '-' read as '_' (but not in an account's name)."""
+    """A grid parameter's name as typed, '-' read as '_' (but not in the account or partitions a twin knob names)."""
     text = text.strip()
-    head, dot, account = text.partition(f"twin.{ACCOUNT_GPUS}.")
-    return f"twin.{ACCOUNT_GPUS}.{account}" if dot and not head else text.replace("-", "_")
+    param = param_of(text.removeprefix("twin.")) if text.startswith("twin.") else None
+    return text if param is not None else text.replace("-", "_")
 
 
 def parse_grid(items: list[str]) -> dict[str, list[Any]]:
@@ -86,7 +86,7 @@ def parse_grid(items: list[str]) -> dict[str, list[Any]]:
         name = _grid_name(name)
         if not sep or not values.strip():
             raise ScenarioError(f"grid item {item!r}: expected name=v1,v2,...")
-        if name not in sweepable() and account_of(name.removeprefix("twin.")) is None:
+        if name not in sweepable() and param_of(name.removeprefix("twin.")) is None:
             raise ScenarioError(f"grid parameter {name!r} unknown; expected one of {', '.join(sweepable())}")
         grid[name] = [_parse_value(name, v.strip()) for v in values.split(",") if v.strip()]
     return grid

@@ -14,6 +14,7 @@ from components.whatif.state import (
     account_caps,
     default_form,
     energy_defaults,
+    merges,
     overrides,
     preset_defaults,
 )
@@ -24,7 +25,7 @@ from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.scenario import RECORDED
 from sim.scenario.config import LIMITS
-from sim.slurm.knobs import ACCOUNT_GPUS, KNOBS, account_of
+from sim.slurm.knobs import ACCOUNT_GPUS, KNOBS, MERGE, account_of, merged_of
 
 URL = "whatif-url"
 AUTORUN = "whatif-autorun"
@@ -153,9 +154,10 @@ def form_of(
 
 
 def _twin_of(twin_values: list[Any]) -> dict[str, float]:
-    """The twin's knobs of the section's inputs: one number per knob, then the account caps' text."""
-    knobs = overrides(twin_values[: len(KNOBS)], tuple(KNOBS))
-    return {**knobs, **account_caps(twin_values[len(KNOBS)] if len(twin_values) > len(KNOBS) else "")}
+    """The twin's knobs of the section's inputs: one number per knob, then the account caps' and the merged
+    partitions' texts."""
+    texts = [*twin_values[len(KNOBS) :], "", ""]
+    return {**overrides(twin_values[: len(KNOBS)], tuple(KNOBS)), **account_caps(texts[0]), **merges(texts[1])}
 
 
 def _labelled(label: str, control, width: dict[str, Any], tip: str = "") -> dbc.Col:
@@ -340,6 +342,20 @@ def ces_section(form: dict, policies_run: list[str]) -> html.Div:
     return html.Div([switch, body], className="border-top pt-2")
 
 
+def _twin_text(name: str, label: str, value: str, placeholder: str, tip: str) -> dbc.Col:
+    """A text input of the twin's section (its knobs named by account or partitions)."""
+    control = dbc.Input(
+        id={"type": TWIN, "name": name},
+        type="text",
+        value=value,
+        placeholder=placeholder,
+        size="sm",
+        maxLength=MAX_CAPS_CHARS,
+    )
+    label_el = html.Label(label, className="small text-muted mb-0 d-block", title=tip)
+    return dbc.Col([label_el, control], xs=12, md=6, xl=3, className="mb-2")
+
+
 def twin_section(form: dict, captured: dict[str, int] | None) -> html.Details:
     """The Slurm twin's knobs, folded unless one is set: each empty input keeps the captured configuration's value
     (shown as its placeholder; captured None: the dataset has none)."""
@@ -366,29 +382,23 @@ def twin_section(form: dict, captured: dict[str, int] | None) -> html.Details:
         for name, knob in KNOBS.items()
     ]
     caps = ", ".join(f"{account_of(k)}={v:g}" for k, v in form["twin"].items() if account_of(k) is not None)
-    inputs.append(
-        dbc.Col(
-            [
-                html.Label(
-                    "Account GPU caps (GrpTRES=gres/gpu)",
-                    className="small text-muted mb-0 d-block",
-                    title="GPUs each named account may run at once, e.g. nlp=4, speech=8",
-                ),
-                dbc.Input(
-                    id={"type": TWIN, "name": ACCOUNT_GPUS},
-                    type="text",
-                    value=caps,
-                    placeholder="account=GPUs, ...",
-                    size="sm",
-                    maxLength=MAX_CAPS_CHARS,
-                ),
-            ],
-            xs=12,
-            md=6,
-            xl=4,
-            className="mb-2",
-        )
-    )
+    merged = ", ".join("+".join(merged_of(k)) for k, v in form["twin"].items() if merged_of(k) is not None and v)
+    inputs += [
+        _twin_text(
+            ACCOUNT_GPUS,
+            "Account GPU caps (GrpTRES=gres/gpu)",
+            caps,
+            "account=GPUs, ...",
+            "GPUs each named account may run at once, e.g. nlp=4, speech=8",
+        ),
+        _twin_text(
+            MERGE,
+            "Merged partitions",
+            merged,
+            "partition+partition, ...",
+            "partitions whose jobs may run on the nodes of all of them, e.g. short+long",
+        ),
+    ]
     said = (
         "empty = as captured from the cluster"
         if captured

@@ -13,11 +13,11 @@ from sim.ces.policy import POLICY_PARAMS, PRESETS
 from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.scenario import CesOptions, ScenarioConfig, ScenarioError, check_limit, twin_pairs, validate
-from sim.slurm.knobs import ACCOUNT_GPUS, KNOBS, account_of, check_knob
+from sim.slurm.knobs import ACCOUNT_GPUS, KNOBS, MERGE, check_knob, param_of
 
 NUMBER_KEYS: dict[str, str] = {"noise": "noise_level", "load": "load_factor", "cap": "capacity_scale"}
 TWIN_PREFIX = "t_"  # URL parameters of the Slurm twin's knobs: t_weight_fairshare=0, t_account_gpus.nlp=4
-MAX_ACCOUNT_CAPS = 50  # account GPU caps one scenario may set
+MAX_NAMED_KNOBS = 50  # account GPU caps and partition merges one scenario may set
 MAX_CAPS_CHARS = 2000  # the form's text of account caps
 
 
@@ -139,8 +139,8 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
 
 def _twin_overrides(params: dict[str, str], problems: list[str]) -> dict:
     """The twin's knobs of the URL (t_<knob>); one out of bounds stays in the form (refused at run), named."""
-    caps = tuple(k.removeprefix(TWIN_PREFIX) for k in params if account_of(k.removeprefix(TWIN_PREFIX)) is not None)
-    knobs = _ces_overrides(params, TWIN_PREFIX, (*KNOBS, *caps[:MAX_ACCOUNT_CAPS]), problems)
+    named = tuple(k.removeprefix(TWIN_PREFIX) for k in params if param_of(k.removeprefix(TWIN_PREFIX)) is not None)
+    knobs = _ces_overrides(params, TWIN_PREFIX, (*KNOBS, *named[:MAX_NAMED_KNOBS]), problems)
     for name, value in knobs.items():
         try:
             check_knob(name, value)
@@ -206,8 +206,8 @@ def check_form_types(form: dict) -> None:
         for item in items:
             _check_text(item, field)
     twin = form.get("twin") or {}
-    if not isinstance(twin, dict) or len(twin) > len(KNOBS) + MAX_ACCOUNT_CAPS:
-        raise ScenarioError(f"the Slurm twin's settings must be at most {len(KNOBS) + MAX_ACCOUNT_CAPS} knobs")
+    if not isinstance(twin, dict) or len(twin) > len(KNOBS) + MAX_NAMED_KNOBS:
+        raise ScenarioError(f"the Slurm twin's settings must be at most {len(KNOBS) + MAX_NAMED_KNOBS} knobs")
     for group in ("ces_policy", "ces_energy"):
         for name, value in (form.get(group) or {}).items():
             if not -MAX_CES_NUMBER <= float(value) <= MAX_CES_NUMBER:
@@ -291,3 +291,12 @@ def account_caps(text: Any) -> dict[str, float]:
             raise ScenarioError(f"account GPU cap {item!r}: expected account=GPUs, e.g. nlp=4")
         caps[f"{ACCOUNT_GPUS}.{account.strip()}"] = gpus
     return caps
+
+
+def merges(text: Any) -> dict[str, float]:
+    """The form's merged partitions "short+long, a+b" as twin knobs {"merge.short+long": 1.0, ...} (ScenarioError
+    when the text is too long)."""
+    if not isinstance(text, str) or len(text) > MAX_CAPS_CHARS:
+        raise ScenarioError(f"merged partitions must be a text of at most {MAX_CAPS_CHARS} characters")
+    groups = ("+".join(n.strip() for n in item.split("+")) for item in text.split(","))
+    return {f"{MERGE}.{group}": 1.0 for group in groups if group}

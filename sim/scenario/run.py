@@ -243,7 +243,10 @@ def _simulate(config, policy: str, w: Workload, scheduler: SlurmConfig | None, o
             f"the {policy!r} policy replays the cluster's own scheduler and needs its configuration: ingest or sync "
             "the dataset with --slurm-config (docs/twin.md)"
         )
-    twin = with_knobs(scaled_nodes(scheduler, config.capacity_scale), config.twin)
+    try:
+        twin = with_knobs(scaled_nodes(scheduler, config.capacity_scale), config.twin)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
     return simulate_slurm(twin, _sim_config(config, policy), w)
 
 

@@ -3,7 +3,8 @@
 
 Each knob is one field of analytics.slurm_config's PrioritySpec or SchedSpec, set to a whole number within the
 bounds below (backfill: 0 = sched/builtin, 1 = sched/backfill); `account_gpus.<account>` caps the GPUs an account
-runs at once (its association's GrpTRES=gres/gpu, enforced).
+runs at once (its association's GrpTRES=gres/gpu, enforced); `merge.<a>+<b>` = 1 lets the partitions' jobs run on
+the nodes of all of them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import dataclasses
 import math
 from typing import NamedTuple
 
-from analytics.slurm_config import DAY_S, AssocSpec, SlurmConfig
+from analytics.slurm_config import DAY_S, AssocSpec, PartitionSpec, SlurmConfig
 
 
 class Knob(NamedTuple):
@@ -47,27 +48,46 @@ KNOBS: dict[str, Knob] = {
 
 
 ACCOUNT_GPUS = "account_gpus"  # account_gpus.<account>: the account's GrpTRES=gres/gpu (GPUs running at once)
-ACCOUNT_GPUS_MAX = 1_000_000
-MAX_ACCOUNT_CHARS = 64
+MERGE = "merge"  # merge.<a>+<b>: 1 puts the partitions' nodes together (each partition gets all of them), 0 leaves them
+PARAMETERIZED: dict[str, tuple[int, int]] = {ACCOUNT_GPUS: (0, 1_000_000), MERGE: (0, 1)}
+MAX_NAME_CHARS = 64
+
+
+def param_of(name: str) -> tuple[str, str] | None:
+    """(kind, argument) of a knob named "<kind>.<argument>" of PARAMETERIZED (None for another name)."""
+    kind, dot, argument = name.partition(".")
+    return (kind, argument) if kind in PARAMETERIZED and dot else None
 
 
 def account_of(name: str) -> str | None:
     """The account of an account_gpus.<account> knob name (None for another name)."""
-    knob, dot, account = name.partition(".")
-    return account if knob == ACCOUNT_GPUS and dot else None
+    param = param_of(name)
+    return param[1] if param is not None and param[0] == ACCOUNT_GPUS else None
+
+
+def merged_of(name: str) -> tuple[str, ...] | None:
+    """The partitions of a merge.<a>+<b> knob name (None for another name)."""
+    param = param_of(name)
+    return tuple(param[1].split("+")) if param is not None and param[0] == MERGE else None
+
+
+def _name_ok(text: str) -> bool:
+    return 0 < len(text) <= MAX_NAME_CHARS and text.isprintable() and not any(c in text for c in ",= +")
 
 
 def _bounds(name: str) -> tuple[int, int]:
-    account = account_of(name)
-    if account is not None:
-        if not 0 < len(account) <= MAX_ACCOUNT_CHARS or not account.isprintable() or any(c in account for c in ",= "):
-            raise ValueError(
-                f"twin knob {name!r}: the account must be a name of at most {MAX_ACCOUNT_CHARS} characters"
-            )
-        return 0, ACCOUNT_GPUS_MAX
-    if name not in KNOBS:
-        raise ValueError(f"unknown twin knob {name!r}; expected one of {', '.join(KNOBS)} or {ACCOUNT_GPUS}.<account>")
-    return KNOBS[name].low, KNOBS[name].high
+    param = param_of(name)
+    if param is None:
+        if name not in KNOBS:
+            expected = ", ".join((*KNOBS, f"{ACCOUNT_GPUS}.<account>", f"{MERGE}.<partition>+<partition>"))
+            raise ValueError(f"unknown twin knob {name!r}; expected one of {expected}")
+        return KNOBS[name].low, KNOBS[name].high
+    kind, argument = param
+    names = argument.split("+") if kind == MERGE else [argument]
+    if not all(_name_ok(n) for n in names) or (kind == MERGE and len(set(names)) < 2):
+        what = "two or more partition names joined by +" if kind == MERGE else "an account name"
+        raise ValueError(f"twin knob {name!r}: expected {what} of at most {MAX_NAME_CHARS} characters each")
+    return PARAMETERIZED[kind]
 
 
 def check_knob(name: str, value: object) -> int:
@@ -83,12 +103,17 @@ def check_knob(name: str, value: object) -> int:
 
 def with_knobs(config: SlurmConfig, knobs: tuple[tuple[str, float], ...]) -> SlurmConfig:
     """config with each (knob, value) set (priority weights on a priority/basic capture turn multifactor on; an
-    account's GPU cap is set on its association, added below root when the capture has none, and enforced)."""
+    account's GPU cap is set on its association, added below root when the capture has none, and enforced; merged
+    partitions each get the nodes of all; ValueError naming a merged partition the capture does not have)."""
     priority, sched, assocs, enforced = config.priority, config.sched, config.assocs, config.limits_enforced
+    partitions = config.partitions
     for name, value in knobs:
-        whole, account = check_knob(name, value), account_of(name)
+        whole, account, merged = check_knob(name, value), account_of(name), merged_of(name)
         if account is not None:
             assocs, enforced = _capped(assocs, account, whole), True
+            continue
+        if merged is not None:
+            partitions = _merged(partitions, merged) if whole else partitions
             continue
         knob = KNOBS[name]
         if knob.spec == "priority":
@@ -97,7 +122,22 @@ def with_knobs(config: SlurmConfig, knobs: tuple[tuple[str, float], ...]) -> Slu
                 priority = dataclasses.replace(priority, multifactor=True)
         else:
             sched = dataclasses.replace(sched, **{knob.field: bool(whole) if knob.field == "backfill" else whole})
-    return dataclasses.replace(config, priority=priority, sched=sched, assocs=assocs, limits_enforced=enforced)
+    return dataclasses.replace(
+        config, partitions=partitions, priority=priority, sched=sched, assocs=assocs, limits_enforced=enforced
+    )
+
+
+def _merged(partitions: tuple[PartitionSpec, ...], names: tuple[str, ...]) -> tuple[PartitionSpec, ...]:
+    """partitions with each named one over the nodes of all of them (ValueError naming a partition not captured)."""
+    known = {p.name for p in partitions}
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise ValueError(
+            f"twin knob {MERGE}.{'+'.join(names)}: no partition {missing[0]!r} in the captured configuration "
+            f"(partitions: {', '.join(sorted(known))})"
+        )
+    nodes = tuple(sorted({i for p in partitions if p.name in names for i in p.nodes}))
+    return tuple(dataclasses.replace(p, nodes=nodes) if p.name in names else p for p in partitions)
 
 
 def _capped(assocs: tuple[AssocSpec, ...], account: str, gpus: int) -> tuple[AssocSpec, ...]:

@@ -223,3 +223,14 @@ def test_account_gpu_caps_come_from_the_link_and_the_form_text():
     assert account_caps("nlp=4, speech = 8,") == {"account_gpus.nlp": 4.0, "account_gpus.speech": 8.0}
     with pytest.raises(ScenarioError, match="'nlp': expected account=GPUs"):
         account_caps("nlp")
+
+
+def test_merged_partitions_come_from_the_link_and_the_form_text():
+    from components.whatif.state import merges
+
+    base = {**default_form("helios-synth", "Earth"), "policies": ["slurm"]}
+    form, problems = form_from_params({"t_merge.short+long": "1"}, base)
+    assert problems == [] and form_to_config(form).twin == (("merge.short+long", 1.0),)
+    assert merges("short + long, a+b") == {"merge.short+long": 1.0, "merge.a+b": 1.0}
+    with pytest.raises(ScenarioError, match="two or more partition names"):
+        form_to_config({**base, "twin": merges("short")})

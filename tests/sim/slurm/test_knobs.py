@@ -83,10 +83,24 @@ def test_an_account_gpu_cap_is_set_on_its_association_or_added_and_enforced():
 
 @pytest.mark.parametrize(
     ("name", "message"),
-    [("account_gpus.", "the account must be a name"), ("account_gpus.a,b", "the account must be a name")],
+    [("account_gpus.", "expected an account name"), ("account_gpus.a,b", "expected an account name")],
 )
 def test_bad_account_caps_are_refused_by_name(name, message):
     with pytest.raises(ValueError, match=message):
         check_knob(name, 1)
     with pytest.raises(ValueError, match="from 0 to 1,000,000"):
         check_knob("account_gpus.nlp", -1)
+
+
+def test_merged_partitions_each_get_the_nodes_of_all_and_an_unknown_one_is_named():
+    config = SlurmConfig(
+        nodes=tuple(NodeSpec(f"n{i}", 8, 64) for i in range(3)),
+        partitions=(PartitionSpec("short", (0,)), PartitionSpec("long", (1, 2)), PartitionSpec("other", (2,))),
+    )
+    merged = with_knobs(config, (("merge.short+long", 1.0),))
+    assert [p.nodes for p in merged.partitions] == [(0, 1, 2), (0, 1, 2), (2,)]
+    assert with_knobs(config, (("merge.short+long", 0.0),)) == config
+    with pytest.raises(ValueError, match="no partition 'gpu' in the captured configuration"):
+        with_knobs(config, (("merge.short+gpu", 1.0),))
+    with pytest.raises(ValueError, match="two or more partition names"):
+        check_knob("merge.short", 1)

@@ -132,3 +132,15 @@ def test_an_account_gpu_cap_holds_that_accounts_jobs_back(trace):
     assert queue["capped"][vc] > queue["free"][vc]
     assert twin_knobs(["account_gpus.my-lab=4"]) == (("account_gpus.my-lab", 4.0),)
     assert parse_grid(["twin.account_gpus.my-lab=1,2"]) == {"twin.account_gpus.my-lab": [1.0, 2.0]}
+
+
+def test_merging_partitions_lets_their_jobs_share_the_nodes(trace):
+    jobs, vc_gpus = trace
+    a, b = sorted(VCS)[:2]
+    base = ScenarioConfig(**WINDOW, policies=("slurm",))
+    runs = {merged: run_scenario(replace(base, twin=((f"merge.{a}+{b}", merged),)), jobs, vc_gpus, scheduler=_config())
+            for merged in (0.0, 1.0)}  # fmt: skip
+    queue = {m: r.summary.filter(pl.col("scheme") == "slurm")["avg_queue_s"][0] for m, r in runs.items()}
+    assert queue[1.0] != queue[0.0]
+    with pytest.raises(ScenarioError, match="no partition 'nope'"):
+        run_scenario(replace(base, twin=((f"merge.{a}+nope", 1.0),)), jobs, vc_gpus, scheduler=_config())
