@@ -31,7 +31,7 @@ class Window:
     vcs: tuple[str, ...]
 
 
-def _day_end(moment: datetime) -> datetime:
+def day_end(moment: datetime) -> datetime:
     """The last second of moment's day."""
     return datetime.combine(moment.date(), datetime.max.time()).replace(microsecond=0)
 
@@ -61,7 +61,7 @@ def select_window(
             raise WorkloadError(f"VC(s) {', '.join(unknown)} have no GPU jobs in cluster {cluster!r}")
         gpu_jobs = gpu_jobs.filter(pl.col("vc").is_in(vcs))
     start = start or gpu_jobs.get_column("submit_time").min()
-    end = end or _day_end(gpu_jobs.get_column("submit_time").max())
+    end = end or day_end(gpu_jobs.get_column("submit_time").max())
     window = gpu_jobs.filter(pl.col("submit_time").is_between(start, end)).sort(["submit_time", "job_id"])
     if window.is_empty():
         raise WorkloadError(f"no GPU jobs of {cluster!r} submitted between {start} and {end}")

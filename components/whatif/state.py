@@ -83,7 +83,7 @@ def _choice(params: dict[str, str], key: str, allowed, problems: list[str]) -> s
     return None
 
 
-def _ces_overrides(params: dict[str, str], prefix: str, names: tuple[str, ...], problems: list[str]) -> dict:
+def _numbers(params: dict[str, str], prefix: str, names: tuple[str, ...], problems: list[str]) -> dict:
     out = {}
     for name in names:
         key = prefix + name
@@ -131,8 +131,8 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
             form[field] = params[key] == "1"
     if "csched" in params:
         form["ces_schedule"] = params["csched"]
-    form["ces_policy"] = _ces_overrides(params, "c_", POLICY_PARAMS, problems) or form["ces_policy"]
-    form["ces_energy"] = _ces_overrides(params, "e_", ENERGY_PARAMS, problems) or form["ces_energy"]
+    form["ces_policy"] = _numbers(params, "c_", POLICY_PARAMS, problems) or form["ces_policy"]
+    form["ces_energy"] = _numbers(params, "e_", ENERGY_PARAMS, problems) or form["ces_energy"]
     form["twin"] = _twin_overrides(params, problems) or form.get("twin", {})
     return form, problems
 
@@ -140,7 +140,7 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
 def _twin_overrides(params: dict[str, str], problems: list[str]) -> dict:
     """The twin's knobs of the URL (t_<knob>); one out of bounds stays in the form (refused at run), named."""
     named = tuple(k.removeprefix(TWIN_PREFIX) for k in params if param_of(k.removeprefix(TWIN_PREFIX)) is not None)
-    knobs = _ces_overrides(params, TWIN_PREFIX, (*KNOBS, *named[:MAX_NAMED_KNOBS]), problems)
+    knobs = _numbers(params, TWIN_PREFIX, (*KNOBS, *named[:MAX_NAMED_KNOBS]), problems)
     for name, value in knobs.items():
         try:
             check_knob(name, value)

@@ -48,7 +48,8 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KNOB=VALUE",
         help=(
             "set a knob of the captured Slurm configuration for the slurm policy (repeatable): "
-            f"{', '.join(KNOBS)}, or account_gpus.ACCOUNT (the account's GPUs at once)"
+            f"{', '.join(KNOBS)}; account_gpus.ACCOUNT (the account's GPUs at once); merge.PART+PART=1 (partitions "
+            "sharing their nodes)"
         ),
     )
 
@@ -86,8 +87,8 @@ def twin_knobs(items: list[str]) -> tuple[tuple[str, float], ...]:
     for item in items:
         name, sep, value = item.partition("=")
         try:
-            knob, dot, account = name.strip().partition(".")
-            pairs.append((knob.replace("-", "_") + dot + account, float(value)))
+            knob, dot, argument = name.strip().partition(".")
+            pairs.append((knob.replace("-", "_") + dot + argument, float(value)))
         except ValueError:
             sep = ""
         if not sep:

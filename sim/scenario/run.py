@@ -10,7 +10,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import numpy as np
 import polars as pl
@@ -96,7 +96,7 @@ class _Reporter:
 
 def _window(config: ScenarioConfig, jobs: pl.DataFrame) -> workload.Window:
     start = datetime.fromisoformat(config.start) if config.start else None
-    end = datetime.fromisoformat(config.end) + timedelta(days=1, seconds=-1) if config.end else None
+    end = workload.day_end(datetime.fromisoformat(config.end)) if config.end else None
     try:
         return workload.select_window(jobs, config.cluster, list(config.vcs) or None, start, end)
     except workload.WorkloadError as exc:

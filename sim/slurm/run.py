@@ -232,7 +232,8 @@ def _resort(m):
     if n_moved == 0:
         return
     rows = _sorted(moved[:n_moved], tier, priority, job)
-    i = j = 0
+    i = j = 0  # NOTE: the same merge as _sorted's, written out: a shared function taking the arrays made six months
+    # of Saturn 60 % slower (a call per pair of runs, each counting references to its arrays)
     for k in range(n):
         a = kept[i] if i < n_kept else -1
         b = rows[j] if j < n_moved else -1
