@@ -4,7 +4,7 @@ and delete."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
 from analytics.capabilities import ABSENT, COLUMN_WORDS, DERIVED, REAL, capabilities, capacity_disabled
-from analytics.scheduler import capture_info, config_summary, scheduler_config
+from analytics.scheduler import CONFIG_KEY, capture_info, config_summary, scheduler_config
 from analytics.slurm_config import SlurmConfigError
 from analytics.store import Dataset
 from components.datasets import access
@@ -21,6 +21,8 @@ from components.datasets import admin as data_admin
 from components.server.auth import has_role
 from components.shell import tables
 from components.shell.controls import page_header
+from components.whatif.state import default_form, form_to_search
+from sim.slurm.calibrate import RULES
 
 # filters=False: the page lists every dataset; the shell hides the global filter bar
 dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard · Data", order=5, filters=False)
@@ -138,6 +140,38 @@ def _scheduler_note(text: str) -> html.Div:
     return html.Div(html.P(text, className="small text-muted mb-2"), className="scheduler-config")
 
 
+FIT_DAYS = 7  # the days a calibrated twin's fit link replays, the trace's last
+
+
+def calibration_section(ds: Dataset, caps: dict[str, Any]) -> html.Div | None:
+    """For a dataset without a captured configuration that the what-if replays: how its Slurm twin is calibrated
+    from the record, and per cluster a link that replays the twin alone over the trace's last FIT_DAYS days and
+    shows its fit (None when a configuration is captured or the twin cannot run)."""
+    features = caps["features"]
+    if features.get("whatif") or features.get("queueing") or ds.meta.get(CONFIG_KEY):
+        return None
+    period = ds.meta.get("period") or {}
+    end = str(period.get("end") or "")[:10]
+    if not end:
+        return None
+    start = str(date.fromisoformat(end) - timedelta(days=FIT_DAYS - 1))
+    links = []
+    for cluster in ds.meta.get("clusters") or []:
+        form = {**default_form(ds.name, cluster, start, end), "policies": []}
+        links += [dcc.Link(cluster, href=f"/whatif{form_to_search(form)}", className="twin-fit-link"), " "]
+    return html.Div(
+        [
+            html.Div("The what-if's Slurm twin is calibrated from the record:", className="small"),
+            html.Ul([html.Li(rule) for rule in RULES], className="small mb-1 twin-rules"),
+            html.Div(
+                [f"Its fit (its replay against the record) over the last {FIT_DAYS} days: ", *links],
+                className="small mb-2",
+            ),
+        ],
+        className="twin-calibration",
+    )
+
+
 def facts_list(ds: Dataset) -> html.Dl:
     """The dataset's facts in plain words: kind, jobs per cluster, newest record, refresh, capacity, source."""
     meta = ds.meta
@@ -198,6 +232,7 @@ def dataset_card(ds: Dataset) -> dbc.Card:
                     facts_list(ds),
                     html.H6("Scheduler"),
                     scheduler_section(ds),
+                    calibration_section(ds, caps),
                     html.H6("Works with"),
                     _works_list(caps),
                     html.H6("What the jobs record"),

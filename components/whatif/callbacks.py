@@ -27,7 +27,7 @@ from components.whatif import sweep as whatif_sweep
 from components.whatif.run import SCENARIO_ERRORS, cancel_request, get_or_run, metrics_json, results_cache
 from components.whatif.state import FALLBACK_PRESET, form_to_config, form_to_search, preset_defaults
 from sim.ces.policy import POLICY_PARAMS
-from sim.scenario import RECORDED, ScenarioResult, config_to_dict, open_request
+from sim.scenario import RECORDED, TWIN, ScenarioResult, config_to_dict, open_request
 
 RUNNING = "running…"
 LOST_RUN = "the run stopped without a result (the server worker was restarted?) — run it again"
@@ -83,23 +83,45 @@ def _predictor_text(predictor: dict) -> html.Div:
     return html.Div(lines, className="small mb-2")
 
 
-def _replay_card(result: ScenarioResult) -> dbc.Card | None:
-    """How far the replay of the policy closest to the record is from the record, first of the results."""
-    replay = result.replay
-    if replay is None:
-        return None
+def _baseline_intro(result: ScenarioResult, replay: dict) -> list:
+    """What the baseline is: the Slurm twin (captured or calibrated, with its rules), else the closest policy."""
     name = wf.scheme_label(replay["baseline"])
+    if replay["baseline"] == TWIN and result.twin:
+        source = result.twin["source"]
+        how = (
+            "the configuration captured from the cluster's Slurm"
+            if source == "captured"
+            else "no configuration was captured, so it is calibrated from the record"
+        )
+        return [
+            html.Div(
+                f"Baseline: the Slurm twin, the cluster's own scheduler replayed as it was ({how}). Every policy is "
+                "measured against its replay, and its own error against the record (below) is the band around "
+                "each change: a change inside the band cannot be told from the twin's error.",
+                className="small mb-1",
+            ),
+            html.Ul([html.Li(rule) for rule in result.twin["rules"]], className="small mb-2", id="whatif-twin-rules"),
+        ]
     closest = sorted(replay["distance"].items(), key=lambda kv: kv[1])
     ranking = ", ".join(f"{wf.scheme_label(s)} {d:.2f}" for s, d in closest)
-    body: list = [
+    return [
         html.Div(
             f"Baseline: {name}, of the policies run the closest to what was recorded (mean absolute log ratio of "
             f"mean and median queue and mean JCT, plus the utilisation gap: {ranking}). The others are compared "
             "with it.",
             className="small mb-2",
-        ),
-        wf.replay_table(replay),
+        )
     ]
+
+
+def _replay_card(result: ScenarioResult) -> dbc.Card | None:
+    """How far the baseline's replay (the Slurm twin's, else the closest policy's) is from the record, first of the
+    results."""
+    replay = result.replay
+    if replay is None:
+        return None
+    name = wf.scheme_label(replay["baseline"])
+    body: list = [*_baseline_intro(result, replay), wf.replay_table(replay)]
     if replay["far"]:
         body.append(
             dbc.Alert(
@@ -121,7 +143,8 @@ def _replay_card(result: ScenarioResult) -> dbc.Card | None:
                 id="whatif-waiting",
             )
         )
-    return _card("How far to trust this replay", html.Div(body))
+    title = "The Slurm twin against the record" if replay["baseline"] == TWIN else "How far to trust this replay"
+    return _card(title, html.Div(body))
 
 
 def _ratio_lines(result: ScenarioResult) -> html.Ul | None:

@@ -15,10 +15,10 @@ from plotly.subplots import make_subplots
 from components.charts import decimate, units
 from components.charts.figures import PALETTE, duration_axis, empty_figure, epoch_ms, range_points, steps_note, style
 from components.whatif import labels
-from sim.scenario import RECORDED
+from sim.scenario import RECORDED, TWIN
 from sim.scenario.outputs import TIMELINE_STEP_S
 
-SCHEME_ORDER: tuple[str, ...] = (RECORDED, "fifo", "sjf", "srtf", "qssf", "las")
+SCHEME_ORDER: tuple[str, ...] = (RECORDED, TWIN, "fifo", "sjf", "srtf", "qssf", "las", "slurm")
 SCHEME_COLORS: dict[str, str] = {
     RECORDED: "#000000",
     "fifo": PALETTE[3],
@@ -26,6 +26,8 @@ SCHEME_COLORS: dict[str, str] = {
     "srtf": PALETTE[2],
     "qssf": PALETTE[0],
     "las": PALETTE[5],
+    TWIN: PALETTE[4],
+    "slurm": "#7F7F7F",
 }
 TABLE_METRICS: tuple[str, ...] = (
     "jobs",
@@ -45,6 +47,7 @@ TABLE_METRICS: tuple[str, ...] = (
     "avg_jct_x_vs_baseline",
     "avg_queue_x_vs_recorded",
     "avg_queue_x_vs_baseline",
+    "gpu_util_pp_vs_baseline",
 )
 TOP_VCS = 10
 CES_NUMBERS: tuple[tuple[str, str, str], ...] = (
@@ -109,9 +112,12 @@ def comparison_table(summary: pl.DataFrame) -> dbc.Table:
     return table
 
 
+SCHEME_LABELS = {"recorded": "recorded", "twin": "Slurm twin", "slurm": "Slurm twin with knobs"}
+
+
 def scheme_label(scheme: str) -> str:
-    """A scheme's name as the page writes it (FIFO, QSSF, recorded)."""
-    return scheme if scheme == "recorded" else scheme.upper()
+    """A scheme's name as the page writes it (FIFO, QSSF, recorded, Slurm twin)."""
+    return SCHEME_LABELS.get(scheme, scheme.upper())
 
 
 def ratio_phrase(ratio: float | None, what: str, reference: str) -> str:
@@ -130,7 +136,8 @@ def _times(value: float) -> str:
 
 
 def ratio_sentences(summary: pl.DataFrame, baseline: str | None) -> list[str]:
-    """One sentence per simulated scheme other than the baseline: its mean queue and JCT against the baseline's."""
+    """One sentence per simulated scheme other than the baseline: its mean queue and JCT against the baseline's,
+    and where the baseline has an error band, the range each change spans within it."""
     if baseline is None or "avg_queue_x_vs_baseline" not in summary.columns:
         return []
     name = scheme_label(baseline)
@@ -138,15 +145,36 @@ def ratio_sentences(summary: pl.DataFrame, baseline: str | None) -> list[str]:
     for row in summary.iter_rows(named=True):
         if row["scheme"] in ("recorded", baseline):
             continue
-        queue = ratio_phrase(row["avg_queue_x_vs_baseline"], "mean queue", name)
-        jct = ratio_phrase(row["avg_jct_x_vs_baseline"], "mean JCT", name)
-        out.append(f"{scheme_label(row['scheme'])}: {queue}; {jct}.")
+        queue = ratio_phrase(row["avg_queue_x_vs_baseline"], "mean queue", name) + _band(row, "avg_queue", name)
+        jct = ratio_phrase(row["avg_jct_x_vs_baseline"], "mean JCT", name) + _band(row, "avg_jct", name)
+        out.append(f"{scheme_label(row['scheme'])}: {queue}; {jct}{_util_change(row, name)}.")
     return out
+
+
+def _band(row: dict, metric: str, name: str) -> str:
+    """' (0.50–5.6× within {name}'s own error: not told apart from it)', or '' without a band."""
+    low, high = row.get(f"{metric}_x_vs_baseline_lo"), row.get(f"{metric}_x_vs_baseline_hi")
+    if low is None or high is None:
+        return ""
+    verdict = "not told apart from it" if low <= 1 <= high else "beyond it"
+    return f" ({_times(low)}–{_times(high)}× within {name}'s own error: {verdict})"
+
+
+def _util_change(row: dict, name: str) -> str:
+    """'; utilisation −1.9 points against {name}'s (−3.1 to −0.7)', or '' when not known."""
+    change = row.get("gpu_util_pp_vs_baseline")
+    if change is None:
+        return ""
+    low, high = row.get("gpu_util_pp_vs_baseline_lo"), row.get("gpu_util_pp_vs_baseline_hi")
+    band = "" if low is None or high is None else f" ({low:+.1f} to {high:+.1f} within its error)"
+    return f"; utilisation {change:+.1f} points against {name}'s{band}"
 
 
 def _replay_value(value: float | None, metric: str) -> str:
     if value is None:
         return "–"
+    if metric.startswith("start order"):
+        return f"{value:.3f}"
     return f"{value:.1f} %" if metric == "GPU utilisation" else units.duration(value)
 
 

@@ -41,6 +41,7 @@ NOISE = "whatif-noise"
 LOAD = "whatif-load"
 CAPACITY = "whatif-capacity"
 LADDER = "whatif-ladder"
+TWIN_BASELINE = "whatif-twin-baseline"
 CES_ENABLED = "whatif-ces-enabled"
 CES_BODY = "whatif-ces-body"
 CES_PRESET = "whatif-ces-preset"
@@ -96,11 +97,17 @@ FORM_STATES = (
     (LOAD, "value"),
     (CAPACITY, "value"),
     (LADDER, "value"),
+    (TWIN_BASELINE, "value"),
     (CES_ENABLED, "value"),
     (CES_PRESET, "value"),
     (CES_MODE, "value"),
     (CES_SCHEDULE, "value"),
 )
+FORM_FIELDS = (  # the form dict's key of each of FORM_STATES, in its order
+    "dataset", "cluster", "vcs", "start", "end", "policies", "placer", "backfill", "estimator", "noise_level",
+    "load_factor", "capacity_scale", "ladder", "twin_baseline", "ces_enabled", "ces_preset", "ces_mode",
+    "ces_schedule",
+)  # fmt: skip
 
 
 def _given(value: Any, default: Any) -> Any:
@@ -127,8 +134,9 @@ def form_of(
         load,
         capacity,
         ladder,
-    ) = values[:13]
-    ces_enabled, ces_preset, ces_mode, ces_schedule = values[13:]
+        twin_baseline,
+    ) = values[:14]
+    ces_enabled, ces_preset, ces_mode, ces_schedule = values[14:]
     form = default_form(
         dataset or "", cluster or "", (start or None) and str(start)[:10], (end or None) and str(end)[:10]
     )
@@ -142,6 +150,7 @@ def form_of(
         load_factor=_given(load, form["load_factor"]),
         capacity_scale=_given(capacity, form["capacity_scale"]),
         ladder=bool(ladder),
+        twin_baseline=bool(twin_baseline),
         ces_enabled=bool(ces_enabled),
         ces_preset=_given(ces_preset, FALLBACK_PRESET),
         ces_mode=_given(ces_mode, form["ces_mode"]),
@@ -367,7 +376,7 @@ def twin_section(form: dict, captured: dict[str, int] | None) -> html.Details:
                     id={"type": TWIN, "name": name},
                     type="number",
                     value=form["twin"].get(name),
-                    placeholder=str(captured[name]) if captured else "not captured",
+                    placeholder=str(captured[name]) if captured else "calibrated",
                     size="sm",
                     min=knob.low,
                     max=knob.high,
@@ -402,13 +411,20 @@ def twin_section(form: dict, captured: dict[str, int] | None) -> html.Details:
     said = (
         "empty = as captured from the cluster"
         if captured
-        else "this dataset has no captured configuration: ingest it with --slurm-config (docs/twin.md)"
+        else "no configuration captured: the twin is calibrated from the record (docs/twin.md)"
     )
-    summary = html.Summary(f"Slurm twin's settings (the slurm policy; {said})", className="small fw-semibold")
+    summary = html.Summary(f"Slurm twin: the baseline, and its settings for the slurm policy ({said})",
+                           className="small fw-semibold")  # fmt: skip
+    baseline = dbc.Switch(
+        id=TWIN_BASELINE,
+        value=form["twin_baseline"],
+        label="Measure every policy against the Slurm twin's replay (off: against the policy closest to the record)",
+        className="small mt-2 mb-0",
+    )
     return html.Details(
-        [summary, dbc.Row(inputs, className="g-2 mt-1")],
+        [summary, baseline, dbc.Row(inputs, className="g-2 mt-1")],
         id=TWIN_BODY,
-        open=bool(form["twin"]),
+        open=bool(form["twin"]) or not form["twin_baseline"],
         className="border-top pt-2 mb-2",
     )
 

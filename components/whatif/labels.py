@@ -19,6 +19,7 @@ class Metric(NamedTuple):
 
 _JCT = "job completion time: from submit to end, over the jobs that ended in the window"
 _QUEUE = "queueing delay: from submit to start, over the jobs that started in the window"
+_BAND = "the change against the baseline widened by the baseline's own error against the record"
 METRICS: dict[str, Metric] = {
     "jobs": Metric("jobs", "count", "GPU jobs submitted in the window"),
     "avg_jct_s": Metric("mean JCT", "duration", "mean " + _JCT),
@@ -41,6 +42,15 @@ METRICS: dict[str, Metric] = {
     "avg_jct_x_vs_baseline": Metric("mean JCT ÷ baseline", "", "below 1: jobs finish sooner than under the baseline"),
     "avg_queue_x_vs_recorded": Metric("mean queue ÷ recorded", "", "below 1: jobs wait less than they really did"),
     "avg_queue_x_vs_baseline": Metric("mean queue ÷ baseline", "", "below 1: jobs wait less than under the baseline"),
+    "gpu_util_pp_vs_baseline": Metric(
+        "utilisation − baseline (points)", "", "GPU utilisation minus the baseline's, in percentage points"
+    ),
+    "avg_queue_x_vs_baseline_lo": Metric("mean queue ÷ baseline, low end", "", _BAND),
+    "avg_queue_x_vs_baseline_hi": Metric("mean queue ÷ baseline, high end", "", _BAND),
+    "avg_jct_x_vs_baseline_lo": Metric("mean JCT ÷ baseline, low end", "", _BAND),
+    "avg_jct_x_vs_baseline_hi": Metric("mean JCT ÷ baseline, high end", "", _BAND),
+    "gpu_util_pp_vs_baseline_lo": Metric("utilisation − baseline, low end", "", _BAND),
+    "gpu_util_pp_vs_baseline_hi": Metric("utilisation − baseline, high end", "", _BAND),
     "original_used_pct": Metric("used nodes, always on (%)", "percent", "nodes busy ÷ nodes on, with every node on"),
     "optimized_used_pct": Metric("used nodes with CES (%)", "percent", "nodes busy ÷ nodes on, with CES powering off"),
     "poweroff_mean_nodes": Metric("nodes off (mean)", "", "nodes CES keeps powered off, on average"),

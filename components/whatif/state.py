@@ -41,6 +41,7 @@ def default_form(dataset: str = "", cluster: str = "", start: str | None = None,
         "load_factor": DEFAULTS.load_factor,
         "capacity_scale": DEFAULTS.capacity_scale,
         "ladder": DEFAULTS.ladder,
+        "twin_baseline": DEFAULTS.twin_baseline,
         "ces_enabled": DEFAULTS.ces.enabled,
         "ces_preset": default_preset(cluster),
         "ces_mode": DEFAULTS.ces.mode,
@@ -126,7 +127,7 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
             value = _number(params, key, problems)
             form[field] = value if value is not None else form[field]
             _check_bound(key, field, value, problems)
-    for key, field in (("bf", "backfill"), ("ladder", "ladder"), ("ces", "ces_enabled")):
+    for key, field in (("bf", "backfill"), ("ladder", "ladder"), ("tb", "twin_baseline"), ("ces", "ces_enabled")):
         if key in params:
             form[field] = params[key] == "1"
     if "csched" in params:
@@ -165,6 +166,8 @@ def form_to_params(form: dict) -> dict[str, str]:
         params[key] = _short(float(form[field]))
     if form.get("ladder"):
         params["ladder"] = "1"
+    if not form.get("twin_baseline", True):
+        params["tb"] = "0"
     if form.get("ces_enabled"):
         params.update(ces="1", cpre=form["ces_preset"], cmode=form["ces_mode"], csched=form["ces_schedule"])
         params.update({f"c_{k}": _short(float(v)) for k, v in sorted(form["ces_policy"].items())})
@@ -244,6 +247,7 @@ def form_to_config(form: dict) -> ScenarioConfig:
         backfill=bool(form.get("backfill")),
         estimator=form.get("estimator") or DEFAULTS.estimator,
         ladder=bool(form.get("ladder")),
+        twin_baseline=bool(form.get("twin_baseline", True)),
         ces=ces,
         twin=twin_pairs(form.get("twin") or {}),
         **numbers,

@@ -47,9 +47,20 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KNOB=VALUE",
         help=(
-            "set a knob of the captured Slurm configuration for the slurm policy (repeatable): "
+            "set a knob of the Slurm twin (the captured configuration, or the one calibrated from the record) for the "
+            "slurm policy (repeatable): "
             f"{', '.join(KNOBS)}; account_gpus.ACCOUNT (the account's GPUs at once); merge.PART+PART=1 (partitions "
             "sharing their nodes)"
+        ),
+    )
+    p.add_argument(
+        "--no-twin-baseline",
+        dest="twin_baseline",
+        action="store_false",
+        help=(
+            "do not replay the Slurm twin first: the policies are then compared with the one closest to the record "
+            "(default: the twin, captured or calibrated from the record, is the baseline every policy is measured "
+            "against, with a band from its own error)"
         ),
     )
 
@@ -75,6 +86,7 @@ def base_config(args: argparse.Namespace) -> ScenarioConfig:
         seed=args.seed,
         ces=ces,
         twin=twin_knobs(args.twin),
+        twin_baseline=args.twin_baseline,
     )
     if chosen or args.ces:
         validate(config)

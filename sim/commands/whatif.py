@@ -14,7 +14,7 @@ from analytics.commands.common import fail, print_json
 from analytics.csv_safety import spreadsheet_safe
 from analytics.store import DatasetError
 from sim.commands.scenario_options import add_scenario_arguments, base_config
-from sim.scenario import ScenarioError, open_request, run_request
+from sim.scenario import TWIN, ScenarioError, open_request, run_request
 from sim.scenario.outputs import replayed_jobs
 
 SHOWN = (
@@ -28,6 +28,7 @@ SHOWN = (
     "unplaceable",
     "waiting_at_end",
     "avg_queue_x_vs_baseline",
+    "gpu_util_pp_vs_baseline",
     "start_order_tau",
 )
 
@@ -97,14 +98,32 @@ def _print_summary_rows(table: pl.DataFrame) -> None:
         print("".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
 
 
+def _print_twin(twin: dict | None) -> None:
+    """Where the Slurm twin's configuration came from, and its rules."""
+    if twin is None:
+        return
+    print(f"Slurm twin ({twin['source']}):")
+    for rule in twin["rules"]:
+        print(f"  - {rule}")
+
+
 def _print_replay(replay: dict | None) -> None:
-    """The baseline's replay against the record, and the warning when it is far from it."""
+    """The baseline's replay against the record, its error band, and the warning when it is far from it."""
     if replay is None:
         return
-    print(f"baseline (closest to the record): {replay['baseline']}; distances {replay['distance']}")
+    how = "the Slurm twin" if replay["baseline"] == TWIN else "closest to the record"
+    print(f"baseline ({how}): {replay['baseline']}; distances {replay['distance']}")
     for line in replay["lines"]:
-        ratio = "-" if line["ratio"] is None else f"{line['ratio']:.2f}x"
-        print(f"  {line['metric']}: recorded {line['recorded']}, replayed {line['replayed']} ({ratio})")
+        ratio = "" if line["ratio"] is None else f" ({line['ratio']:.2f}x)"
+        recorded = "" if line["recorded"] is None else f"recorded {line['recorded']}, "
+        print(f"  {line['metric']}: {recorded}replayed {line['replayed']}{ratio}")
+    band = replay.get("band")
+    if band:
+        util = "-" if band["gpu_util_pp"] is None else f"±{band['gpu_util_pp']:.1f} points"
+        print(
+            f"  error band of every change against it: mean queue ×/÷{band['avg_queue_s']:.2f}, "
+            f"mean JCT ×/÷{band['avg_jct_s']:.2f}, utilisation {util}"
+        )
     if replay["far"]:
         print(f"  WARNING: the replay is far from the record: {'; '.join(replay['why'])}")
 
@@ -135,6 +154,7 @@ def run_command(args: argparse.Namespace) -> int:
                 "summary": result.summary.to_dicts(),
                 "per_account": result.per_account.to_dicts(),
                 "baseline": result.baseline,
+                "twin": result.twin,
                 "replay": result.replay,
                 "predictor": predictor,
                 "ces": ces,
@@ -144,6 +164,7 @@ def run_command(args: argparse.Namespace) -> int:
     print(f"{request.config.cluster}: {result.window[0]} .. {result.window[1]}, {result.jobs:,} GPU jobs")
     _print_summary(result.summary)
     _print_accounts(result.per_account)
+    _print_twin(result.twin)
     _print_replay(result.replay)
     for name, value in (ces or {}).items():
         print(f"  ces {name}: {value}")

@@ -7,6 +7,7 @@
 from sim.scenario.config import (
     DEFAULT_POLICIES,
     RECORDED,
+    TWIN,
     CesOptions,
     ScenarioConfig,
     ScenarioError,
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_POLICIES",
     "LADDER",
     "RECORDED",
+    "TWIN",
     "CesOptions",
     "ProgressCallback",
     "ScenarioConfig",

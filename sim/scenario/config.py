@@ -27,8 +27,9 @@ from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.slurm.knobs import check_knob
 
-SCENARIO_CODE_VERSION = "6"  # bump when the results of the same configuration change
+SCENARIO_CODE_VERSION = "7"  # bump when the results of the same configuration change
 RECORDED = "recorded"
+TWIN = "twin"  # the baseline scheme: the cluster's own scheduler replayed as it was (sim.slurm)
 DEFAULT_POLICIES: tuple[str, ...] = ("fifo", "sjf", "srtf", "qssf")
 
 
@@ -69,6 +70,7 @@ class ScenarioConfig:
     ladder: bool = False  # also run QSSF with each predictor of LADDER
     ces: CesOptions = field(default_factory=CesOptions)
     twin: tuple[tuple[str, float], ...] = ()  # (knob, value) set on the captured Slurm configuration (sim.slurm.knobs)
+    twin_baseline: bool = True  # replay the twin first, as the baseline every policy is measured against
 
 
 # The bounds every scenario is held to where its run is built (the what-if form shows the same ones): a replayed or
@@ -163,14 +165,16 @@ def validate(config: ScenarioConfig) -> ScenarioConfig:
         policies.check_names(config.policies)
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
-    if not config.policies and not config.ces.enabled:
-        raise ScenarioError("choose at least one policy (or enable CES)")
+    if not config.policies and not config.ces.enabled and config.twin_baseline is not True:
+        raise ScenarioError("choose at least one policy (or enable CES, or replay the Slurm twin alone)")
     if config.placer not in placers.PLACERS:
         raise ScenarioError(f"unknown placer {config.placer!r}; expected one of {', '.join(placers.PLACERS)}")
     if config.estimator not in ESTIMATORS:
         raise ScenarioError(f"unknown predictor {config.estimator!r}; expected one of {', '.join(ESTIMATORS)}")
     _check_window(config)
     _check_limits(config)
+    if not isinstance(config.twin_baseline, bool):
+        raise ScenarioError(f"twin baseline must be true or false, got {config.twin_baseline!r}")
     _check_twin(config.twin)
     if config.ces.enabled:
         _check_ces(config.ces, config.policies)

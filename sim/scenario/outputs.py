@@ -25,6 +25,7 @@ FAR_QUEUE_RATIO = 3.0
 FAR_JCT_RATIO = 1.5
 FAR_UTIL_PP = 10.0
 QUEUE_OFFSET_S = 60.0
+START_ORDER = "start order (Kendall τ)"
 REPLAY_METRICS: tuple[tuple[str, str], ...] = (
     ("avg_queue_s", "mean queue"),
     ("median_queue_s", "median queue"),
@@ -53,8 +54,9 @@ class ScenarioResult:
     ces: dict[str, Any] | None
     stage_s: dict[str, float]
     importance: dict[str, float] | None = None  # LightGBM's gain share (%) per feature, when LightGBM ran
-    baseline: str | None = None  # the policy the others are compared with: the one closest to the record
+    baseline: str | None = None  # the scheme the others are compared with: the twin, else the closest to the record
     replay: dict[str, Any] | None = None  # the baseline's replay against the record (replay_fidelity)
+    twin: dict[str, Any] | None = None  # the twin's calibration: its source and rules (sim.slurm.calibrate)
 
 
 def sim_records(result: SimResult, scheme: str) -> pl.DataFrame:
@@ -307,18 +309,43 @@ def closest_to_record(rows: list[dict]) -> str | None:
     return min(simulated, key=lambda r: _distance(r, recorded))["scheme"]
 
 
-def replay_fidelity(rows: list[dict], baseline: str) -> dict[str, Any] | None:
-    """The baseline's replay beside the record: per metric the recorded and replayed values and their ratio, the
-    distance of every simulated scheme, and whether the replay is far from the record (and why)."""
+def _pair(rows: list[dict], baseline: str | None) -> tuple[dict | None, dict | None]:
+    """The record's row and the baseline's (None where missing, or when the record has no finished job)."""
     by_scheme = {r["scheme"]: r for r in rows}
-    recorded, replayed = by_scheme.get(RECORDED), by_scheme.get(baseline)
+    recorded, replayed = by_scheme.get(RECORDED), by_scheme.get(baseline) if baseline else None
     if recorded is None or replayed is None or recorded.get("avg_jct_s") is None:
+        return None, None
+    return recorded, replayed
+
+
+def error_band(rows: list[dict], baseline: str | None) -> dict[str, float] | None:
+    """The baseline's own error against the record, the band around every change measured against it: a factor
+    (>= 1) for the mean queue (offset by QUEUE_OFFSET_S) and the mean JCT, points for the utilisation (None without
+    a record)."""
+    recorded, replayed = _pair(rows, baseline)
+    if recorded is None or replayed.get("avg_jct_s") is None:
+        return None
+    queue = (replayed["avg_queue_s"] + QUEUE_OFFSET_S) / (recorded["avg_queue_s"] + QUEUE_OFFSET_S)
+    jct = max(replayed["avg_jct_s"], 1.0) / max(recorded["avg_jct_s"], 1.0)
+    util_pp = None
+    if replayed.get("gpu_util_pct") is not None and recorded.get("gpu_util_pct") is not None:
+        util_pp = abs(replayed["gpu_util_pct"] - recorded["gpu_util_pct"])
+    return {"avg_queue_s": max(queue, 1 / queue), "avg_jct_s": max(jct, 1 / jct), "gpu_util_pp": util_pp}
+
+
+def replay_fidelity(rows: list[dict], baseline: str) -> dict[str, Any] | None:
+    """The baseline's replay beside the record: per metric the recorded and replayed values and their ratio (and
+    Kendall's τ of the start order), its error band, the distance of every simulated scheme, and whether the replay
+    is far from the record (and why)."""
+    recorded, replayed = _pair(rows, baseline)
+    if recorded is None:
         return None
     lines = []
     for key, label in REPLAY_METRICS:
         rec, rep = recorded.get(key), replayed.get(key)
         ratio = rep / rec if rec and rep is not None else None
         lines.append({"metric": label, "recorded": rec, "replayed": rep, "ratio": ratio})
+    lines.append({"metric": START_ORDER, "recorded": None, "replayed": replayed.get("start_order_tau"), "ratio": None})
     queue = (replayed["avg_queue_s"] + QUEUE_OFFSET_S) / (recorded["avg_queue_s"] + QUEUE_OFFSET_S)
     jct = max(replayed["avg_jct_s"], 1.0) / max(recorded["avg_jct_s"], 1.0)
     util = replayed["gpu_util_pct"] - recorded["gpu_util_pct"]
@@ -330,12 +357,14 @@ def replay_fidelity(rows: list[dict], baseline: str) -> dict[str, Any] | None:
     if abs(util) > FAR_UTIL_PP:
         why.append(f"its utilisation is {util:+.1f} points off the recorded one")
     distances = {r["scheme"]: round(_distance(r, recorded), 3) for r in rows if r["scheme"] != RECORDED}
-    return {"baseline": baseline, "lines": lines, "far": bool(why), "why": why, "distance": distances}
+    band = error_band(rows, baseline)
+    return {"baseline": baseline, "lines": lines, "far": bool(why), "why": why, "distance": distances, "band": band}
 
 
-def with_factors(rows: list[dict], baseline: str | None) -> pl.DataFrame:
+def with_factors(rows: list[dict], baseline: str | None, band: dict[str, float] | None = None) -> pl.DataFrame:
     """The comparison table of rows with each scheme's mean JCT and queue as a ratio to the record's and to the
-    baseline's (scheme / reference: below 1 is shorter)."""
+    baseline's (scheme / reference: below 1 is shorter), its utilisation's change in points against the baseline's,
+    and with the baseline's error band each change's low and high ends (…_lo, …_hi)."""
     table = pl.DataFrame(rows)
     factors = []
     for reference, suffix in ((RECORDED, "recorded"), (baseline, "baseline")):
@@ -346,7 +375,30 @@ def with_factors(rows: list[dict], baseline: str | None) -> pl.DataFrame:
                 factors.append((pl.col(col) / pl.lit(ref[col][0])).round(3).alias(name))
             else:
                 factors.append(pl.lit(None, dtype=pl.Float64).alias(name))
-    return table.with_columns(factors)
+    ref = table.filter(pl.col("scheme") == baseline) if baseline else table.head(0)
+    util = ref["gpu_util_pct"][0] if ref.height and "gpu_util_pct" in ref.columns else None
+    change = (pl.col("gpu_util_pct") - pl.lit(util)).round(1) if util is not None else pl.lit(None, pl.Float64)
+    factors.append(change.alias("gpu_util_pp_vs_baseline"))
+    return table.with_columns(factors).with_columns(_band_columns(band))
+
+
+def _band_columns(band: dict[str, float] | None) -> list[pl.Expr]:
+    """Each change against the baseline widened by the baseline's own error: low and high ends (null without one)."""
+    band = band or {}
+    out = []
+    for col, key in (("avg_queue_x_vs_baseline", "avg_queue_s"), ("avg_jct_x_vs_baseline", "avg_jct_s")):
+        factor = band.get(key)
+        out.append(_end(factor and (pl.col(col) / factor).round(3), f"{col}_lo"))
+        out.append(_end(factor and (pl.col(col) * factor).round(3), f"{col}_hi"))
+    points, col = band.get("gpu_util_pp"), pl.col("gpu_util_pp_vs_baseline")
+    out.append(_end(None if points is None else (col - points).round(1), "gpu_util_pp_vs_baseline_lo"))
+    out.append(_end(None if points is None else (col + points).round(1), "gpu_util_pp_vs_baseline_hi"))
+    return out
+
+
+def _end(expr: pl.Expr | None, name: str) -> pl.Expr:
+    """expr named name, or a null column where there is no band."""
+    return (expr if expr is not None else pl.lit(None, pl.Float64)).alias(name)
 
 
 def predictor_quality(name: str, predicted_s: np.ndarray, true_s: np.ndarray) -> dict[str, Any]:

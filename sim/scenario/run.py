@@ -15,14 +15,14 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-from analytics.scheduler import scheduler_config
+from analytics.scheduler import config_summary, scheduler_config
 from analytics.slurm_config import SlurmConfig
 from sim import engine, workload
 from sim.estimators import noisy_oracle_predict, predict, quality
 from sim.estimators.lgbm import lightgbm_fit_predict
 from sim.model import SimConfig, SimResult, VCResult, Workload
 from sim.policies import CLUSTER_WIDE
-from sim.scenario.config import RECORDED, ScenarioConfig, ScenarioError, ScenarioRequest, config_to_dict, validate
+from sim.scenario.config import RECORDED, TWIN, ScenarioConfig, ScenarioError, ScenarioRequest, config_to_dict, validate
 from sim.scenario.energy import run_ces_part
 from sim.scenario.outputs import (
     ScenarioResult,
@@ -30,6 +30,7 @@ from sim.scenario.outputs import (
     closest_to_record,
     engine_gpu_s,
     engine_timeline,
+    error_band,
     per_account_means,
     per_vc_means,
     predictor_quality,
@@ -44,6 +45,7 @@ from sim.scenario.outputs import (
     timeline_grid,
     with_factors,
 )
+from sim.slurm.calibrate import Calibration, calibrated, captured
 from sim.slurm.knobs import scaled_nodes, with_knobs
 from sim.slurm.workload import simulate_slurm
 
@@ -165,7 +167,7 @@ def simulate(sim: SimConfig, w: Workload, on_vc: Callable[[int, int], None] | No
 
 
 def _stage_weights(config: ScenarioConfig) -> list[str]:
-    stages = ["predict", *config.policies]
+    stages = ["predict", *([TWIN] if config.twin_baseline else []), *config.policies]
     if config.ladder:
         stages += [f"ladder:{p}" for p in LADDER]
     if config.ces.enabled:
@@ -200,6 +202,7 @@ class _Schemes:
         self.grid = timeline_grid(span_s)
         self.span_s = span_s
         self.records: dict[str, pl.DataFrame] = {}
+        self.results: dict[str, SimResult] = {}
         self.rows: list[dict] = []
         self.timelines: list[pl.DataFrame] = []
 
@@ -229,53 +232,87 @@ def _prepare(config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, 
             f"no GPU capacity for the VCs of cluster {config.cluster!r}: the simulator needs each VC's nodes "
             "(ingest the dataset with --capacity)"
         )
-    nodes = workload.scale_nodes(nodes, config.capacity_scale)
+    scaled = workload.scale_nodes(nodes, config.capacity_scale)
     reporter.report(step * 0.5, f"predicting durations ({config.estimator})")
     predicted, importance = predictions_and_importance(config.estimator, window, config.seed, config.noise_level)
-    return window, workload.to_workload(window, nodes, predicted, config.load_factor), importance
+    w = workload.to_workload(window, scaled, predicted, config.load_factor)
+    as_recorded = dataclasses.replace(w, vc_nodes=tuple(int(nodes.get(v, 0)) for v in w.vc_names))
+    return window, w, as_recorded, importance
 
 
-def _simulate(config, policy: str, w: Workload, scheduler: SlurmConfig | None, on_vc) -> SimResult:
-    if policy not in CLUSTER_WIDE:
-        return simulate(_sim_config(config, policy), w, on_vc)
-    if scheduler is None:
-        raise ScenarioError(
-            f"the {policy!r} policy replays the cluster's own scheduler and needs its configuration: ingest or sync "
-            "the dataset with --slurm-config (docs/twin.md)"
-        )
+def twin_calibration(w: Workload, scheduler: SlurmConfig | None, gpus_per_node: int) -> Calibration:
+    """The twin a scenario replays: the captured configuration, else one calibrated from w's record (w with the
+    cluster's own capacity)."""
+    if scheduler is not None:
+        return captured(scheduler, config_summary(scheduler))
+    return calibrated(w, gpus_per_node)
+
+
+def _changed_twin(config: ScenarioConfig, twin: Calibration) -> SlurmConfig:
+    """The twin's configuration with the scenario's knobs and capacity scale (ScenarioError when a knob cannot)."""
     try:
-        twin = with_knobs(scaled_nodes(scheduler, config.capacity_scale), config.twin)
+        return with_knobs(scaled_nodes(twin.config, config.capacity_scale), config.twin)
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
-    return simulate_slurm(twin, _sim_config(config, policy), w)
 
 
-def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Reporter, step: float, stage_s, scheduler):
+def _unchanged(config: ScenarioConfig) -> bool:
+    """Whether the scenario's `slurm` policy replays the twin exactly as its baseline does."""
+    return not config.twin and config.capacity_scale == 1.0
+
+
+def _simulate(config, policy: str, w: Workload, twin: Calibration, on_vc) -> SimResult:
+    if policy not in CLUSTER_WIDE:
+        return simulate(_sim_config(config, policy), w, on_vc)
+    return simulate_slurm(_changed_twin(config, twin), _sim_config(config, policy), w)
+
+
+def _add_result(schemes: _Schemes, scheme: str, result: SimResult) -> None:
+    records, busy_gpu_s = sim_records(result, scheme), engine_gpu_s(result, schemes.span_s)
+    schemes.add(scheme, records, busy_gpu_s, *engine_timeline(result, schemes.grid))
+
+
+def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Reporter, step: float, stage_s, twin):
     for k, policy in enumerate(config.policies):
         t = time.perf_counter()
-        base = step * (k + 1)
+        base = step * (k + 1 + config.twin_baseline)
 
         def on_vc(done: int, total: int, base: float = base, policy: str = policy) -> None:
             reporter.report(base + step * done / total, f"simulating {policy}: VC {done}/{total}")
 
         reporter.report(base, f"simulating {policy}")
-        result = _simulate(config, policy, w, scheduler, on_vc)
-        records, busy_gpu_s = sim_records(result, policy), engine_gpu_s(result, schemes.span_s)
-        schemes.add(policy, records, busy_gpu_s, *engine_timeline(result, schemes.grid))
+        if policy in CLUSTER_WIDE and TWIN in schemes.results and _unchanged(config):
+            result = schemes.results[TWIN]  # the twin with no knob set is the baseline's replay
+        else:
+            result = _simulate(config, policy, w, twin, on_vc)
+        _add_result(schemes, policy, result)
         stage_s[policy] = time.perf_counter() - t
+
+
+def _replay_twin(w_recorded: Workload, schemes: _Schemes, reporter: _Reporter, step: float, twin: Calibration, stage_s):
+    """Replay the twin as the cluster was (its own capacity, no knob) as the scenario's baseline."""
+    t = time.perf_counter()
+    reporter.report(step, f"replaying the Slurm twin ({twin.source})")
+    result = simulate_slurm(twin.config, SimConfig(policy="slurm"), w_recorded)
+    schemes.results[TWIN] = result
+    _add_result(schemes, TWIN, result)
+    stage_s[TWIN] = time.perf_counter() - t
 
 
 def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, scheduler=None) -> ScenarioResult:
     step = 1.0 / (len(_stage_weights(config)) + 1)
     t = time.perf_counter()
-    window, w, importance = _prepare(config, jobs, vc_gpus, reporter, step)
+    window, w, w_recorded, importance = _prepare(config, jobs, vc_gpus, reporter, step)
     stage_s: dict[str, float] = {"prepare": time.perf_counter() - t}
     schemes = _Schemes(w, window.start, window.end, config.gpus_per_node)
-    baseline = recorded_records(w) if config.load_factor == 1.0 else None
-    if baseline is not None:
-        busy_gpu_s = records_gpu_s(baseline, schemes.span_s)
-        schemes.add(RECORDED, baseline, busy_gpu_s, *records_timeline(baseline, schemes.grid))
-    _simulate_policies(config, w, schemes, reporter, step, stage_s, scheduler)
+    record = recorded_records(w) if config.load_factor == 1.0 else None
+    if record is not None:
+        busy_gpu_s = records_gpu_s(record, schemes.span_s)
+        schemes.add(RECORDED, record, busy_gpu_s, *records_timeline(record, schemes.grid))
+    twin = twin_calibration(w_recorded, scheduler, config.gpus_per_node)
+    if config.twin_baseline:
+        _replay_twin(w_recorded, schemes, reporter, step, twin, stage_s)
+    _simulate_policies(config, w, schemes, reporter, step, stage_s, twin)
     ladder = None
     if config.ladder:
         ladder, ladder_importance = _ladder(config, window, w, reporter, step, stage_s)
@@ -290,6 +327,7 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, schedul
     result = _assemble(config, window, w, schemes, keep_records)
     result = dataclasses.replace(
         result,
+        twin=twin.as_dict() if wants_scheduler(config) else None,
         ladder=ladder,
         ces=ces,
         stage_s={k: round(v, 3) for k, v in stage_s.items()},
@@ -300,7 +338,10 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, schedul
 
 
 def default_baseline(rows: list[dict], policies: tuple[str, ...]) -> str | None:
-    """The policy the others are compared with: the one closest to the record, else FIFO, else the first."""
+    """The scheme the others are compared with: the twin when it ran, else the policy closest to the record, else
+    FIFO, else the first."""
+    if any(r["scheme"] == TWIN for r in rows):
+        return TWIN
     closest = closest_to_record(rows)
     if closest is not None:
         return closest
@@ -316,7 +357,7 @@ def _assemble(config, window: workload.Window, w: Workload, schemes: _Schemes, k
         window=(str(window.start), str(window.end)),
         jobs=len(w),
         vc_nodes=dict(zip(w.vc_names, w.vc_nodes, strict=True)),
-        summary=with_factors(schemes.rows, baseline) if schemes.rows else empty,
+        summary=with_factors(schemes.rows, baseline, error_band(schemes.rows, baseline)) if schemes.rows else empty,
         per_vc=per_vc_means(records) if records.height else empty,
         per_account=per_account_means(records) if records.height else empty,
         cdf=pl.concat([cdf_points(r, s) for s, r in schemes.records.items()]) if schemes.records else empty,
@@ -337,7 +378,7 @@ def _ladder(
     """QSSF's average JCT and queue with each predictor of LADDER, and LightGBM's gain shares (%)."""
     rows = []
     importance = None
-    base = step * (len(config.policies) + 1)
+    base = step * (len(config.policies) + 1 + config.twin_baseline)
     for k, name in enumerate(LADDER):
         t = time.perf_counter()
         reporter.report(base + step * k, f"QSSF with the {name} predictor")
@@ -360,8 +401,8 @@ def _ladder(
 
 
 def wants_scheduler(config: ScenarioConfig) -> bool:
-    """Whether config runs a policy that replays the cluster's own scheduler."""
-    return any(p in CLUSTER_WIDE for p in config.policies)
+    """Whether config replays the cluster's own scheduler (the twin as its baseline, or the `slurm` policy)."""
+    return config.twin_baseline or any(p in CLUSTER_WIDE for p in config.policies)
 
 
 def run_request(

@@ -1,13 +1,45 @@
-"""A Slurm configuration for a trace that recorded none: the workload's VCs as partitions over their own nodes
-(the VC capacities the other policies use), and a scheduler with Slurm's stock settings unless told otherwise.
-This is the start of the calibrated twin (docs/twin.md); caps and limits estimated from the record come next."""
+"""A Slurm configuration for a trace that recorded none, calibrated from what the trace records (docs/twin.md,
+"A trace without a configuration"):
+
+- partitions: each VC a partition over its own nodes of gpus_per_node GPUs (the VC capacities the other policies
+  use);
+- limits: each user of a VC capped (GrpTRES=gres/gpu on the user's association) at the most GPUs their jobs held at
+  once in the record, at least their largest job's, so that a cap never keeps a job from ever starting;
+- time limits: none (the trace records none; a job runs to its recorded end, and backfill, which plans on limits,
+  starts whatever fits now, as Slurm does on partitions whose MaxTime is UNLIMITED);
+- ordering: priority/basic (first submitted, first considered) and sched/backfill with Slurm's defaults.
+"""
 
 from __future__ import annotations
 
-from analytics.slurm_config import NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from analytics.slurm_config import AssocSpec, NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
 from sim.model import Workload
 
 CPUS_PER_NODE = 64  # the trace records no CPUs per node; the replay asks one CPU per GPU, so CPUs never bind
+CAPTURED, CALIBRATED = "captured", "calibrated"
+PARTITIONS = "each VC a partition on its own nodes (the VC capacities of the window)"
+USER_CAPS = "each user capped in their VC at the most GPUs their jobs held at once in the record"
+NO_LIMITS = "no time limits (none recorded): backfill starts whatever fits now"
+ORDERING = "priority/basic (first submitted, first considered) with sched/backfill at Slurm's defaults"
+RULES = (PARTITIONS, USER_CAPS, NO_LIMITS, ORDERING)  # the calibration in words, without a window's numbers
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The configuration a twin replays, where it came from (CAPTURED or CALIBRATED) and its rules in words."""
+
+    config: SlurmConfig
+    source: str
+    rules: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        """The calibration as plain values (for JSON and the pages)."""
+        return {"source": self.source, "rules": list(self.rules)}
 
 
 def vc_cluster(
@@ -30,3 +62,50 @@ def vc_cluster(
         priority=priority or PrioritySpec(),
         sched=sched or SchedSpec(),
     )
+
+
+def user_gpu_caps(w: Workload) -> dict[tuple[str, str], int]:
+    """Per (VC, user) the most GPUs the user's jobs held at once in the record, at least their largest job's (empty
+    when the trace records no users or no start times)."""
+    rec = w.recorded_start_s
+    if w.scheduler is None or rec is None or not len(w):
+        return {}
+    users = np.asarray([str(u) for u in w.scheduler.user], dtype=object)
+    if not any(users):
+        return {}
+    vc = np.asarray(w.vc_names, dtype=object)[w.vc_index]
+    jobs = pl.DataFrame({"vc": vc.tolist(), "user": users.tolist(), "gpus": w.gpu_num, "start": rec, "end": rec})
+    jobs = jobs.with_columns(pl.col("end") + pl.Series(w.duration_s))
+    ran = jobs.filter((pl.col("start") >= 0) & (pl.col("user") != ""))
+    steps = pl.concat(
+        [
+            ran.select("vc", "user", pl.col("start").alias("t"), pl.col("gpus").alias("delta")),
+            ran.select("vc", "user", pl.col("end").alias("t"), (-pl.col("gpus")).alias("delta")),
+        ]
+    ).sort("vc", "user", "t", "delta")  # at one second, ends (negative) before starts
+    held = steps.with_columns(pl.col("delta").cum_sum().over("vc", "user").alias("held"))
+    peak = held.group_by("vc", "user").agg(pl.col("held").max().alias("peak"))
+    largest = jobs.filter(pl.col("user") != "").group_by("vc", "user").agg(pl.col("gpus").max().alias("largest"))
+    caps = largest.join(peak, on=["vc", "user"], how="left").with_columns(
+        pl.max_horizontal(pl.col("peak").fill_null(0), "largest", 1).alias("cap")
+    )
+    return {(v, u): int(c) for v, u, c in caps.select("vc", "user", "cap").iter_rows()}
+
+
+def calibrated(w: Workload, gpus_per_node: int) -> Calibration:
+    """The twin of a trace without a captured configuration, calibrated from w's record (the module's rules)."""
+    caps = user_gpu_caps(w)
+    config = vc_cluster(w, gpus_per_node)
+    accounts = tuple(AssocSpec(account=vc) for vc in sorted({vc for vc, _ in caps}))
+    users = tuple(AssocSpec(account=vc, user=user, grp_gpus=cap) for (vc, user), cap in sorted(caps.items()))
+    assocs = accounts + users
+    config = SlurmConfig(nodes=config.nodes, partitions=config.partitions, assocs=assocs)
+    nodes = f"{len(w.vc_names)} VCs, {sum(w.vc_nodes):,} nodes of {gpus_per_node} GPUs"
+    capped = f"{len(caps):,} users" if caps else "none: the trace records no users or no start times"
+    rules = (f"{PARTITIONS}: {nodes}", f"{USER_CAPS}: {capped}", NO_LIMITS, ORDERING)
+    return Calibration(config, CALIBRATED, rules)
+
+
+def captured(config: SlurmConfig, summary: str) -> Calibration:
+    """The twin of a dataset with a captured configuration (summary: the configuration in one line)."""
+    return Calibration(config, CAPTURED, (f"the captured configuration: {summary}",))

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import shutil
 import urllib.request
+from datetime import date
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -15,6 +17,7 @@ from analytics.ingest import IngestOptions, ingest
 from analytics.ingest.slurm_conf import read_slurm_config
 from analytics.scheduler import config_summary
 from components.server.settings import Settings
+from sim.slurm.calibrate import RULES
 from sim.slurm.knobs import knob_values
 from tests.analytics.test_ingest_slurm import BATCH1, FIXTURES
 from tests.analytics.test_slurm_conf import MULTIFACTOR
@@ -77,6 +80,25 @@ def test_the_data_page_says_why_there_is_none(ui):
     assert _section(ui, "helios-synth") == ["Not in this trace."]
 
 
+def test_without_a_configuration_the_data_page_says_how_the_twin_is_calibrated_and_links_its_fit(ui):
+    from components.pages.data import FIT_DAYS  # a page module: imported once the app exists
+
+    def calibration(dataset: str) -> list[dict]:
+        card = next(n for n in ui.walk(ui.page("/data")) if n["props"].get("id") == f"dataset-{dataset}")
+        return [n for n in ui.walk(card) if n["props"].get("className") == "twin-calibration"]
+
+    [section] = calibration("helios-synth")
+    rules = [n["props"]["children"] for n in ui.walk(section) if n["type"] == "Li"]
+    assert rules == list(RULES)
+    links = [n["props"] for n in ui.walk(section) if n["props"].get("className") == "twin-fit-link"]
+    assert [link["children"] for link in links] == ["Venus", "Earth"]  # the clusters of write_small
+    query = parse_qs(urlsplit(links[0]["href"]).query, keep_blank_values=True)
+    assert query["ds"] == ["helios-synth"] and query["pol"] == [""] and query["run"] == ["1"]
+    days = date.fromisoformat(query["end"][0]) - date.fromisoformat(query["start"][0])
+    assert days.days == FIT_DAYS - 1
+    assert calibration("slurm-conf") == []  # its own configuration is replayed
+
+
 @pytest.mark.browser
 def test_the_data_page_in_chromium(data, page, gunicorn_app, chromium_path):
     env = {**os.environ, "HELIOS_DATA_DIR": str(data / "data"), "HELIOS_CACHE_DIR": str(data / "browser-cache")}
@@ -128,4 +150,26 @@ def test_the_whatif_page_sets_the_twins_knobs_from_the_form_and_the_link(data, p
         assert page.locator("#whatif-row-slurm").count() == 1
         knobs.screenshot(path=str(data / "whatif-twin-knobs.png"))
         page.screenshot(path=str(data / "whatif-twin-page.png"), full_page=True)
+        assert page.errors == []
+
+
+@pytest.mark.browser
+def test_the_data_pages_fit_link_replays_the_twin_and_a_policy_is_measured_against_it(data, page, gunicorn_app):
+    env = {**os.environ, "HELIOS_DATA_DIR": str(data / "data"), "HELIOS_CACHE_DIR": str(data / "fit-cache")}
+    env.pop("HELIOS_REDIS_URL", None)
+    with gunicorn_app(data / "fit-server.log", env, timeout_s=120) as url:
+        page.set_viewport_size({"width": 1280, "height": 1400})
+        page.goto(url + "/data")
+        page.locator('[id="dataset-helios-synth"] .twin-fit-link', has_text="Earth").click()
+        page.wait_for_function("document.getElementById('whatif-replay') !== null", timeout=120_000)
+        assert page.locator("#whatif-row-twin").count() == 1 and page.locator("#whatif-row-fifo").count() == 0
+        assert page.locator("#whatif-twin-rules li").all_inner_texts()[1].startswith(RULES[1])
+        assert "start order (Kendall τ)" in page.locator("#whatif-replay").inner_text()
+        page.locator("#whatif-policies").get_by_label("fifo").check()
+        page.locator("#whatif-run").click()
+        page.wait_for_function("document.getElementById('whatif-row-fifo') !== null", timeout=120_000)
+        page.screenshot(path=str(data / "whatif-twin-baseline.png"), full_page=True)
+        ratios = page.locator("#whatif-ratios").text_content()
+        assert ratios.startswith("FIFO: ") and "within Slurm twin's own error" in ratios
+        page.screenshot(path=str(data / "whatif-twin-baseline.png"), full_page=False)
         assert page.errors == []

@@ -11,6 +11,7 @@ from dash._utils import AttributeDict
 
 from components.server.settings import Settings
 from components.whatif import callbacks as cb
+from components.whatif import form as ids
 from components.whatif.state import default_form
 from sim.ces.energy import ENERGY_PARAMS
 from sim.ces.policy import POLICY_PARAMS
@@ -42,8 +43,6 @@ FIELDS = (
     "ces_mode",
     "ces_schedule",
 )
-ORDER = (*FIELDS[:7], "backfill", "estimator", "noise_level", "load_factor", "capacity_scale", "ladder")
-ORDER = (*ORDER, "ces_enabled", "ces_preset", "ces_mode", "ces_schedule")
 # A printable cluster name is only known to be wrong once the run loads the dataset: the background job says so.
 CHECKED_IN_BACKGROUND = {("cluster", "inject")}
 
@@ -63,7 +62,7 @@ def _click(form: dict, settings: Settings, policy_values=None, energy_values=Non
 
     def call():
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "whatif-run.n_clicks", "value": 1}]))
-        values = [form[k] for k in ORDER]
+        values = [form[k] for k in ids.FORM_FIELDS]
         return cb.start_run(1, False, policy_values, energy_values, twin_values, *values, settings=settings)
 
     return copy_context().run(call)

@@ -23,9 +23,10 @@ from components.explorer import grid as explorer_grid
 from components.server.settings import Settings
 from components.shell import callbacks, controls
 from components.whatif import callbacks as whatif
+from components.whatif import form as ids
 from components.whatif.run import results_cache
 from components.whatif.state import default_form
-from sim.scenario import RECORDED
+from sim.scenario import RECORDED, TWIN
 from sim.slurm.knobs import KNOBS
 from tests.analytics.test_ingest_slurm import BATCH1, FIXTURES, SYNC
 from tests.components.conftest import DashClient, find, write_small
@@ -144,9 +145,7 @@ def test_downloads_of_figures_and_the_job_explorer(ui):
 
 def _start(settings: Settings, form: dict) -> tuple:
     """Click Run with form's values: the start callback's outputs."""
-    values = [form[k] for k in ("dataset", "cluster", "vcs", "start", "end", "policies", "placer", "backfill")]
-    values += [form[k] for k in ("estimator", "noise_level", "load_factor", "capacity_scale", "ladder")]
-    values += [form[k] for k in ("ces_enabled", "ces_preset", "ces_mode", "ces_schedule")]
+    values = [form[k] for k in ids.FORM_FIELDS]
     context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "whatif-run.n_clicks", "value": 1}]))
     return whatif.start_run(1, False, [None] * 9, [None] * 7, [None] * len(KNOBS), *values, settings=settings)
 
@@ -164,7 +163,7 @@ def test_the_what_if_panel_runs_fifo_sjf_and_qssf_trained_on_the_clusters_histor
     children, meta, error = _run(settings, form)
     assert error is None
     result = results_cache(settings).get(meta["key"])
-    assert result.summary["scheme"].to_list() == [RECORDED, "fifo", "sjf", "qssf"]
+    assert result.summary["scheme"].to_list() == [RECORDED, TWIN, "fifo", "sjf", "qssf"]
     records = result.records.filter(pl.col("scheme") == "qssf")
     assert records.height > 300 and records["placed"].all()
     assert result.predictor["name"] == "history" and result.predictor["spearman"] > 0.1  # learnt from Mar 1-7
@@ -184,7 +183,8 @@ def test_the_what_if_panel_on_the_real_cluster_export(settings):
     _, meta, error = _run(settings, form)
     assert error is None
     result = results_cache(settings).get(meta["key"])
-    assert result.summary["scheme"].to_list() == [RECORDED, "fifo", "sjf"]
+    assert result.summary["scheme"].to_list() == [RECORDED, TWIN, "fifo", "sjf"]
+    assert result.baseline == TWIN and result.twin["source"] == "calibrated"  # the export came without a slurm.conf
 
 
 def test_without_capacity_the_views_that_need_it_say_so(ui, settings):

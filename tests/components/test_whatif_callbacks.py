@@ -29,7 +29,9 @@ from components.whatif.state import (
     form_to_config,
     form_to_params,
 )
-from sim.scenario import RECORDED, ScenarioError, config_to_dict
+from sim.scenario import RECORDED, TWIN, ScenarioError, config_to_dict
+from sim.scenario.outputs import replay_fidelity
+from sim.scenario.run import default_baseline
 from sim.slurm.knobs import KNOBS
 
 
@@ -48,25 +50,7 @@ def _form(**changes) -> dict:
 
 
 def _values(form: dict) -> list:
-    return [
-        form["dataset"],
-        form["cluster"],
-        form["vcs"],
-        form["start"],
-        form["end"],
-        form["policies"],
-        form["placer"],
-        form["backfill"],
-        form["estimator"],
-        form["noise_level"],
-        form["load_factor"],
-        form["capacity_scale"],
-        form["ladder"],
-        form["ces_enabled"],
-        form["ces_preset"],
-        form["ces_mode"],
-        form["ces_schedule"],
-    ]
+    return [form[k] for k in ids.FORM_FIELDS]
 
 
 def _click_run(
@@ -104,6 +88,14 @@ def test_form_round_trips_through_the_url():
     assert params["run"] == "1" and params["pol"] == "fifo,sjf" and params["c_buffer"] == "3"
     back, problems = form_from_params(params, default_form("other", "Venus"))
     assert problems == [] and back == form
+
+
+def test_the_twin_baseline_switch_round_trips_through_the_url():
+    form = _form(twin_baseline=False)
+    params = form_to_params(form)
+    assert params["tb"] == "0" and "tb" not in form_to_params(_form())
+    back, problems = form_from_params(params, default_form("other", "Venus"))
+    assert problems == [] and back["twin_baseline"] is False and form_to_config(back).twin_baseline is False
 
 
 def test_bad_url_values_are_reported_and_ignored():
@@ -164,7 +156,7 @@ def test_background_job_reports_progress_renders_and_caches(settings):
     assert error is None and status.startswith("ran in") and meta["cached"] is False
     assert seen[-1][0] == 100 and all(0 <= p <= 100 for p, _ in seen)
     cached = results_cache(settings).get(meta["key"])
-    assert cached is not None and cached.summary["scheme"].to_list() == [RECORDED, "fifo", "sjf"]
+    assert cached is not None and cached.summary["scheme"].to_list() == [RECORDED, TWIN, "fifo", "sjf"]
     graph_ids = {n["props"]["id"] for n in _walk(children) if str(n["props"].get("id", "")).startswith("whatif-g")}
     assert {
         "whatif-graph-jct-cdf",
@@ -228,7 +220,7 @@ def test_downloads_send_the_cached_result(ran, settings):
     frame = pl.read_csv(io.StringIO(records["content"]))
     assert frame.height == result.records.height and records["filename"].endswith("-jobs.csv")
     summary = click("summary", 1, None, None, None)
-    assert pl.read_csv(io.StringIO(summary["content"]))["scheme"].to_list() == [RECORDED, "fifo", "sjf"]
+    assert pl.read_csv(io.StringIO(summary["content"]))["scheme"].to_list() == [RECORDED, TWIN, "fifo", "sjf"]
     metrics = click("json", None, None, 1, None)
     assert '"summary"' in metrics["content"] and metrics["filename"].endswith(".json")
     with pytest.raises(cb.PreventUpdate):  # no CES in this scenario
@@ -238,7 +230,7 @@ def test_downloads_send_the_cached_result(ran, settings):
 def test_why_wait_lists_the_longest_waits_and_who_went_first(ran, settings):
     meta, result = ran
     schemes, first = cb.wait_schemes(meta, settings)
-    assert schemes == [RECORDED, "fifo", "sjf"] and first == "fifo"
+    assert schemes == [RECORDED, TWIN, "fifo", "sjf"] and first == TWIN
     options, chosen = cb.wait_jobs("fifo", meta, settings)
     fifo = result.records.filter((pl.col("scheme") == "fifo") & pl.col("placed"))
     assert chosen == fifo.sort("queue_s", descending=True)["job_id"][0]
@@ -391,10 +383,22 @@ def test_the_replay_card_comes_first_and_names_the_baseline(ran):
     _, result = ran
     children = cb.results_children(result)
     texts = [str(n["props"].get("children")) for n in _walk(children) if n["type"] == "H6"]
-    assert texts[0] == "How far to trust this replay"
+    assert texts[0] == "The Slurm twin against the record"
     ids_seen = {n["props"].get("id") for n in _walk(children)}
-    assert "whatif-replay" in ids_seen and "whatif-ratios" in ids_seen
-    assert result.baseline in ("fifo", "sjf") and result.replay["baseline"] == result.baseline
+    assert {"whatif-replay", "whatif-ratios", "whatif-twin-rules"} <= ids_seen
+    assert result.baseline == TWIN and result.replay["baseline"] == TWIN and result.twin["source"] == "calibrated"
+    ratios = next(n for n in _walk(children) if n["props"].get("id") == "whatif-ratios")
+    assert "within Slurm twin's own error" in str(ratios["props"]["children"])
+
+
+def test_without_the_twin_the_closest_policy_is_the_baseline(ran):
+    _, result = ran
+    rows = [r for r in result.summary.to_dicts() if r["scheme"] != TWIN]
+    baseline = default_baseline(rows, ("fifo", "sjf"))
+    replay = replay_fidelity(rows, baseline)
+    children = cb.results_children(dataclasses.replace(result, baseline=baseline, replay=replay, twin=None))
+    texts = [str(n["props"].get("children")) for n in _walk(children) if n["type"] == "H6"]
+    assert texts[0] == "How far to trust this replay" and baseline in ("fifo", "sjf")
 
 
 def test_a_replay_far_from_the_record_is_flagged(ran):

@@ -17,6 +17,7 @@ from sim.estimators.lgbm import FEATURES, lightgbm_fit_predict
 from sim.model import SimConfig
 from sim.scenario import (
     RECORDED,
+    TWIN,
     CesOptions,
     ScenarioConfig,
     ScenarioError,
@@ -94,7 +95,8 @@ def test_vc_by_vc_simulation_equals_one_engine_run(trace, policy):
 
 def test_comparison_table_matches_the_simulator_metrics(trace):
     jobs, vc_gpus = trace
-    result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo", "qssf")), jobs, vc_gpus)
+    config = ScenarioConfig(**WINDOW, policies=("fifo", "qssf"), twin_baseline=False)  # the closest is the baseline
+    result = run_scenario(config, jobs, vc_gpus)
     _, w = _direct_workload(jobs, vc_gpus)
     assert result.summary["scheme"].to_list() == [RECORDED, "fifo", "qssf"]
     table = {r["scheme"]: r for r in result.summary.iter_rows(named=True)}
@@ -121,7 +123,7 @@ def test_utilisation_and_timelines_are_consistent(trace):
     result = run_scenario(ScenarioConfig(**WINDOW, policies=("sjf",)), jobs, vc_gpus)
     tl = result.timeline
     capacity = sum(VCS.values()) * 8
-    assert set(tl["scheme"].unique()) == {RECORDED, "sjf"}
+    assert set(tl["scheme"].unique()) == {RECORDED, TWIN, "sjf"}
     sjf = tl.filter(pl.col("scheme") == "sjf")
     assert (sjf["used_gpus"] <= capacity).all() and (sjf["used_gpus"] >= 0).all()
     assert (tl["capacity_gpus"] == capacity).all()
@@ -177,8 +179,9 @@ def test_progress_rises_to_done_and_beats_between_stages(trace):
 def test_load_factor_drops_the_recorded_baseline(trace):
     jobs, vc_gpus = trace
     result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo",), load_factor=1.5), jobs, vc_gpus)
-    assert result.summary["scheme"].to_list() == ["fifo"]
-    assert result.summary["avg_jct_x_vs_recorded"][0] is None
+    assert result.summary["scheme"].to_list() == [TWIN, "fifo"]  # the twin replays the changed load too
+    assert result.summary["avg_jct_x_vs_recorded"].to_list() == [None, None] and result.replay is None
+    assert result.summary["avg_queue_x_vs_baseline_lo"].to_list() == [None, None]  # no record, no error band
 
 
 def test_capacity_scale_changes_the_nodes(trace):
@@ -382,6 +385,7 @@ def test_a_replay_far_from_the_record_says_why():
         "GPU utilisation",
         "mean JCT",
         "median JCT",
+        "start order (Kendall τ)",
     ]
     assert replay["lines"][0]["ratio"] == pytest.approx(30.0) and replay["lines"][1]["ratio"] is None
     assert not replay_fidelity([_row(RECORDED, 300, 5_000, 70), _row("fifo", 400, 5_500, 66)], "fifo")["far"]

@@ -115,15 +115,21 @@ def test_sweep_rows_equal_single_scenario_runs(trace, local_client):
     keys = list(zip(frame["load_factor"], frame["policy"], frame["scheme"], strict=True))
     assert keys == [
         (1.0, "fifo", "recorded"),
+        (1.0, "fifo", "twin"),
         (1.0, "fifo", "fifo"),
         (1.0, "sjf", "recorded"),
+        (1.0, "sjf", "twin"),
         (1.0, "sjf", "sjf"),
+        (1.5, "fifo", "twin"),
         (1.5, "fifo", "fifo"),
+        (1.5, "sjf", "twin"),
         (1.5, "sjf", "sjf"),
     ]
     single = run_scenario(apply_point(BASE, {"load_factor": 1.5, "policy": "sjf"}), jobs, vc_gpus)
     row = frame.filter((pl.col("load_factor") == 1.5) & (pl.col("scheme") == "sjf")).row(0, named=True)
-    assert row["avg_jct_s"] == single.summary["avg_jct_s"][0] and row["p99_queue_s"] == single.summary["p99_queue_s"][0]
+    alone = single.summary.filter(pl.col("scheme") == "sjf").row(0, named=True)
+    assert row["avg_jct_s"] == alone["avg_jct_s"] and row["p99_queue_s"] == alone["p99_queue_s"]
+    assert row["avg_queue_x_vs_baseline"] == alone["avg_queue_x_vs_baseline"]  # against that point's own twin
 
 
 def test_progress_counts_grid_points(trace, local_client):
@@ -181,7 +187,9 @@ def test_cli_sweep_prints_json_rows(trace, data_root, capsys, monkeypatch, local
     assert code == 0
     assert [(r["load_factor"], r["scheme"]) for r in out["rows"]] == [
         (1.0, "recorded"),
+        (1.0, "twin"),
         (1.0, "fifo"),
+        (2.0, "twin"),
         (2.0, "fifo"),
     ]
     assert out["grid"] == {"load_factor": [1.0, 2.0]}

@@ -70,8 +70,10 @@ def test_helios_whatif_runs_the_panel_scenario(root, monkeypatch, capsys):
     argv = ["whatif", "--dataset", "alibaba", "--cluster", "Alibaba-openb", "--start", "2023-05-25", "--json"]
     assert cli.main([*argv, "--policies", "fifo,qssf"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [row["scheme"] for row in out["summary"]] == ["recorded", "fifo", "qssf"]
+    assert [row["scheme"] for row in out["summary"]] == ["recorded", "twin", "fifo", "qssf"]
     assert out["vc_nodes"] == {"*": 776} and out["ces"] is None
+    assert out["baseline"] == "twin" and out["twin"]["source"] == "calibrated" and out["twin"]["rules"]
+    assert out["replay"]["band"]["avg_queue_s"] >= 1 and out["replay"]["lines"][-1]["metric"].startswith("start order")
 
 
 def test_helios_whatif_and_sweep_refuse_what_the_dataset_cannot_do(root, monkeypatch, capsys):
@@ -108,7 +110,7 @@ def test_whatif_jobs_out_and_start_order_tau(root, monkeypatch, capsys, tmp_path
     out = json.loads(capsys.readouterr().out)
     taus = {row["scheme"]: row["start_order_tau"] for row in out["summary"]}
     assert taus["recorded"] is None and 0.9 < taus["fifo"] <= 1  # a lightly loaded pool: nearly the recorded order
-    assert {r["scheme"] for r in out["per_account"]} == {"recorded", "fifo", "sjf"}
+    assert {r["scheme"] for r in out["per_account"]} == {"recorded", "twin", "fifo", "sjf"}
     jobs = pl.read_parquet(out_file)
     assert jobs.columns == [
         "scheme", "job_id", "user", "account", "partition", "gpu_num",

@@ -1,10 +1,11 @@
-"""A trace without a Slurm configuration replayed on its VCs: one partition per VC over that VC's own nodes."""
+"""A trace without a Slurm configuration replayed on its VCs: one partition per VC over that VC's own nodes, each
+user capped at what the record shows they held at once."""
 
 import numpy as np
 
 from analytics.slurm_config import PrioritySpec, SchedSpec, check
-from sim.model import Workload
-from sim.slurm.calibrate import vc_cluster
+from sim.model import SchedulerColumns, Workload
+from sim.slurm.calibrate import CALIBRATED, calibrated, user_gpu_caps, vc_cluster
 
 
 def _workload() -> Workload:
@@ -32,3 +33,49 @@ def test_the_given_scheduler_settings_are_kept():
     prio, sched = PrioritySpec(multifactor=True, weight_age=5), SchedSpec(backfill=False)
     config = vc_cluster(_workload(), 4, prio, sched)
     assert config.priority is prio and config.sched is sched and config.nodes[0].gpus == 4
+
+
+def _recorded(users, vcs, gpus, start_s, duration_s) -> Workload:
+    n = len(users)
+    return Workload(
+        job_id=np.arange(n),
+        vc_index=np.array(vcs, dtype=np.int32),
+        submit_s=np.zeros(n, dtype=np.int64),
+        duration_s=np.array(duration_s, dtype=np.int64),
+        gpu_num=np.array(gpus, dtype=np.int64),
+        predicted_s=np.ones(n),
+        vc_names=("vcA", "vcB"),
+        vc_nodes=(2, 3),
+        recorded_start_s=np.array(start_s, dtype=np.int64),
+        scheduler=SchedulerColumns(np.array(users, dtype=object), None, None, None, None, None, None, None),
+    )
+
+
+def test_a_users_cap_is_the_most_gpus_their_jobs_held_at_once_in_the_record():
+    # u1 in vcA: 2 GPUs over [0, 100), 4 over [50, 150) -> 6 at once; a job ending at 150 and one starting then
+    # do not overlap; u1's job in vcB is counted apart; u2 never started a job of 8 GPUs: its cap lets it run
+    w = _recorded(
+        users=["u1", "u1", "u1", "u1", "u2", "u2"],
+        vcs=[0, 0, 0, 1, 0, 0],
+        gpus=[2, 4, 5, 1, 1, 8],
+        start_s=[0, 50, 150, 0, 10, -1],
+        duration_s=[100, 100, 10, 10, 10, 10],
+    )
+    assert user_gpu_caps(w) == {("vcA", "u1"): 6, ("vcB", "u1"): 1, ("vcA", "u2"): 8}
+
+
+def test_the_calibrated_twin_caps_users_on_their_association_and_says_what_it_assumed():
+    w = _recorded(["u1", "u2"], [0, 1], [2, 3], [0, 0], [10, 10])
+    twin = calibrated(w, 8)
+    assert twin.source == CALIBRATED
+    users = {(a.account, a.user, a.grp_gpus) for a in check(twin.config).assocs if a.user}
+    assert users == {("vcA", "u1", 2), ("vcB", "u2", 3)}
+    assert twin.config.priority == PrioritySpec() and twin.config.sched == SchedSpec()
+    words = " ".join(twin.rules)
+    assert "5 nodes of 8 GPUs" in words and "record: 2 users" in words and "no time limits" in words
+
+
+def test_without_users_or_start_times_nobody_is_capped():
+    assert user_gpu_caps(_workload()) == {}
+    w = _recorded(["", ""], [0, 1], [2, 3], [0, 0], [10, 10])
+    assert user_gpu_caps(w) == {} and "none: the trace records no users" in " ".join(calibrated(w, 8).rules)

@@ -1,5 +1,5 @@
-"""The `slurm` policy inside a what-if: it needs the captured configuration, replays all VCs on one shared pool,
-and is reported like the other policies."""
+"""The `slurm` policy inside a what-if: the captured configuration (or, without one, a twin calibrated from the
+record) replayed on all VCs at once, reported like the other policies; and the twin as every scenario's baseline."""
 
 from dataclasses import replace
 
@@ -9,6 +9,7 @@ import pytest
 
 from analytics.slurm_config import NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
 from sim.scenario import ScenarioConfig, ScenarioError, run_scenario
+from sim.scenario.config import TWIN
 from tests.sim.test_scenario_run import VCS, WINDOW, make_cluster
 
 
@@ -27,10 +28,53 @@ def trace():
     return make_cluster(n_jobs=600)
 
 
-def test_slurm_policy_needs_a_configuration(trace):
+def test_without_a_configuration_the_twin_is_calibrated_from_the_record_and_says_so(trace):
     jobs, vc_gpus = trace
-    with pytest.raises(ScenarioError, match="--slurm-config"):
-        run_scenario(ScenarioConfig(**WINDOW, policies=("slurm",)), jobs, vc_gpus)
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("slurm",)), jobs, vc_gpus)
+    assert result.twin["source"] == "calibrated"
+    assert any(rule.startswith("each user capped") for rule in result.twin["rules"])
+    assert "slurm" in set(result.summary["scheme"])
+
+
+def test_the_twin_is_the_baseline_with_its_error_as_the_band_of_every_change(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo", "slurm")), jobs, vc_gpus, scheduler=_config())
+    assert result.baseline == TWIN and result.twin["source"] == "captured"
+    rows = {r["scheme"]: r for r in result.summary.to_dicts()}
+    twin, fifo, recorded = rows[TWIN], rows["fifo"], rows["recorded"]
+    assert twin["avg_queue_x_vs_baseline"] == 1.0
+    assert fifo["avg_queue_x_vs_baseline"] == pytest.approx(fifo["avg_queue_s"] / twin["avg_queue_s"], rel=1e-3)
+    error = (twin["avg_queue_s"] + 60) / (recorded["avg_queue_s"] + 60)
+    error = max(error, 1 / error)
+    assert fifo["avg_queue_x_vs_baseline_lo"] == pytest.approx(fifo["avg_queue_x_vs_baseline"] / error, rel=1e-2)
+    assert fifo["avg_queue_x_vs_baseline_hi"] == pytest.approx(fifo["avg_queue_x_vs_baseline"] * error, rel=1e-2)
+    points = abs(twin["gpu_util_pct"] - recorded["gpu_util_pct"])
+    assert fifo["gpu_util_pp_vs_baseline"] == pytest.approx(fifo["gpu_util_pct"] - twin["gpu_util_pct"], abs=0.06)
+    assert fifo["gpu_util_pp_vs_baseline_hi"] == pytest.approx(fifo["gpu_util_pp_vs_baseline"] + points, abs=0.06)
+    lines = {line["metric"]: line for line in result.replay["lines"]}
+    assert result.replay["baseline"] == TWIN
+    assert lines["start order (Kendall τ)"]["replayed"] == twin["start_order_tau"]
+    # the `slurm` policy with no knob set is the baseline's own replay
+    starts = {s: result.records.filter(pl.col("scheme") == s)["start_s"].to_list() for s in (TWIN, "slurm")}
+    assert starts[TWIN] == starts["slurm"]
+
+
+def test_the_baseline_twin_replays_the_cluster_as_it_was_and_the_knobs_only_the_alternative(trace):
+    jobs, vc_gpus = trace
+    config = ScenarioConfig(**WINDOW, policies=("slurm",), capacity_scale=2.0)
+    result = run_scenario(config, jobs, vc_gpus, scheduler=_config())
+    rows = {r["scheme"]: r for r in result.summary.to_dicts()}
+    assert rows["slurm"]["avg_queue_s"] < rows[TWIN]["avg_queue_s"]
+    alone = run_scenario(replace(config, capacity_scale=1.0), jobs, vc_gpus, scheduler=_config())
+    assert {r["scheme"]: r for r in alone.summary.to_dicts()}[TWIN]["avg_queue_s"] == rows[TWIN]["avg_queue_s"]
+
+
+def test_a_scenario_may_leave_the_twin_out(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=("fifo",), twin_baseline=False), jobs, vc_gpus)
+    assert TWIN not in set(result.summary["scheme"]) and result.baseline == "fifo"
+    with pytest.raises(ScenarioError, match="twin baseline"):
+        run_scenario(ScenarioConfig(**WINDOW, policies=("fifo",), twin_baseline="yes"), jobs, vc_gpus)
 
 
 def test_slurm_policy_replays_every_vc(trace):
