@@ -26,6 +26,7 @@ PAGES: dict[str, str] = {
     "users": "/users?ds=helios-synth",
     "compare": "/compare?ds=helios-synth&cmp=helios-synth,philly&ref=1",
     "whatif": WHATIF,
+    "whatif-twin": "/whatif?ds=helios-synth&cluster=Earth&start=2020-07-01&end=2020-07-31&pol=qssf&run=1",
     "data": "/data",
 }
 # (name, viewport width, viewport height, the most page height kept in px)

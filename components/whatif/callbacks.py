@@ -114,6 +114,19 @@ def _baseline_intro(result: ScenarioResult, replay: dict) -> list:
     ]
 
 
+def _far_advice(baseline: str) -> str:
+    """What to do with a baseline far from the record."""
+    if baseline == TWIN:
+        return (
+            "The twin does not reproduce this cluster's record: read each policy's change against the twin with its "
+            "band, not against the record."
+        )
+    return (
+        "The simulator does not reproduce this cluster's record, so compare the policies with each other, not with "
+        "the record."
+    )
+
+
 def _replay_card(result: ScenarioResult) -> dbc.Card | None:
     """How far the baseline's replay (the Slurm twin's, else the closest policy's) is from the record, first of the
     results."""
@@ -125,9 +138,8 @@ def _replay_card(result: ScenarioResult) -> dbc.Card | None:
     if replay["far"]:
         body.append(
             dbc.Alert(
-                f"The replay of {name} is far from what really happened: {'; '.join(replay['why'])}. The simulator "
-                "does not reproduce this cluster's record, so compare the policies with each other, not with the "
-                "record.",
+                f"The replay of {name} is far from what really happened: {'; '.join(replay['why'])}. "
+                + _far_advice(replay["baseline"]),
                 color="danger",
                 className="py-1 px-2 small mb-2",
                 id="whatif-replay-warning",

@@ -29,6 +29,7 @@ SCHEME_COLORS: dict[str, str] = {
     TWIN: PALETTE[4],
     "slurm": "#7F7F7F",
 }
+SCHEME_DASH: dict[str, str] = {RECORDED: "dot", TWIN: "dash"}  # the record and the baseline drawn apart
 TABLE_METRICS: tuple[str, ...] = (
     "jobs",
     "avg_jct_s",
@@ -219,7 +220,7 @@ def cdf_figure(cdf: pl.DataFrame, metric: str, title: str) -> go.Figure:
                 hovertemplate="≤ %{customdata}<br>%{y:.1f} % of jobs<extra>%{fullData.name}</extra>",
                 name=scheme,
                 mode="lines",
-                line={"color": scheme_color(scheme), "dash": "dot" if scheme == RECORDED else "solid"},
+                line={"color": scheme_color(scheme), "dash": SCHEME_DASH.get(scheme, "solid")},
             )
         )
     duration_axis(fig, 1, float(max(part["value_s"].max() or 1, 60)))
@@ -297,7 +298,7 @@ def timeline_figure(timeline: pl.DataFrame) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     for scheme in ordered_schemes(timeline):
         rows = timeline.filter(pl.col("scheme") == scheme)
-        color, dash = scheme_color(scheme), "dot" if scheme == RECORDED else "solid"
+        color, dash = scheme_color(scheme), SCHEME_DASH.get(scheme, "solid")
         common = {"mode": "lines", "name": scheme, "legendgroup": scheme, "line": {"color": color, "dash": dash}}
         fig.add_trace(go.Scatter(**_thinned_line(rows, "queued_jobs"), **common), row=1, col=1)
         fig.add_trace(go.Scatter(**_thinned_line(rows, "util_pct"), showlegend=False, **common), row=2, col=1)

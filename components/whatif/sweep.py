@@ -23,10 +23,10 @@ from components.server.settings import Settings
 from components.shell.controls import graph_config
 from components.whatif import form as ids
 from components.whatif import labels
-from components.whatif.figures import scheme_color
+from components.whatif.figures import SCHEME_DASH, scheme_color
 from components.whatif.run import SCENARIO_ERRORS, cancel_request, results_cache
 from components.whatif.state import form_to_config, form_to_params
-from sim.scenario import RECORDED, ScenarioError, config_to_dict, open_request
+from sim.scenario import RECORDED, TWIN, ScenarioError, config_to_dict, open_request
 from sim.sweep import CES_METRICS, needs_scheduler, parse_grid, run_sweep, sweepable
 
 X_PARAM = "whatif-sweep-x"
@@ -166,7 +166,8 @@ def sweep_rows(frame: pl.DataFrame, grid: dict, metric: str) -> pl.DataFrame:
 
 
 def sweep_figure(frame: pl.DataFrame, grid: dict, metric: str) -> go.Figure:
-    """A line per scheme over one parameter, or a heatmap over two (the first scheme's values)."""
+    """A line per scheme over one parameter (the Slurm twin's too, as the reference), or a heatmap over two (the
+    first swept policy's values)."""
     names = [n for n in grid if n != "policy"] or ["policy"]
     label = labels.metric_label(metric)
     title = f"{label} over {' × '.join(labels.parameter_label(n) for n in grid)}"
@@ -188,12 +189,13 @@ def sweep_figure(frame: pl.DataFrame, grid: dict, metric: str) -> go.Figure:
                     hovertemplate="%{x}: %{customdata}<extra>%{fullData.name}</extra>",
                     name=scheme,
                     mode="lines+markers",
-                    line={"color": scheme_color(scheme)},
+                    line={"color": scheme_color(scheme), "dash": SCHEME_DASH.get(scheme, "solid")},
                 )
             )
         return style(fig, title, labels.parameter_label(x), axis_title)
     y = names[1]
-    scheme = rows["scheme"][0]
+    policies = rows.filter(pl.col("scheme") != TWIN)["scheme"]  # the baseline is a reference, not what was swept
+    scheme = policies[0] if policies.len() else rows["scheme"][0]
     part = rows.filter(pl.col("scheme") == scheme)
     xs = [str(v) for v in grid[x]]
     ys = [str(v) for v in grid[y]]

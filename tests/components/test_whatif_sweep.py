@@ -63,6 +63,22 @@ def test_two_parameters_give_a_heatmap():
     assert heat.type == "heatmap" and [list(r) for r in heat.z] == [[10.0, 40.0], [5.0, 20.0]]
 
 
+def test_the_heatmap_draws_the_swept_policy_not_the_twin_baseline():
+    frame = pl.DataFrame(
+        {
+            "load_factor": [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0],
+            "capacity_scale": [1.0, 1.0, 2.0, 2.0, 1.0, 1.0, 2.0, 2.0],
+            "scheme": ["twin", "qssf"] * 4,
+            "avg_queue_s": [99.0, 10.0, 99.0, 5.0, 99.0, 40.0, 99.0, 20.0],
+        }
+    )
+    grid = {"load_factor": [1.0, 2.0], "capacity_scale": [1.0, 2.0]}
+    fig = ws.sweep_figure(frame, grid, "avg_queue_s")
+    assert [list(r) for r in fig.data[0].z] == [[10.0, 40.0], [5.0, 20.0]] and fig.layout.title.text.endswith("(qssf)")
+    lines = ws.sweep_figure(frame.filter(pl.col("capacity_scale") == 1.0), {"load_factor": [1.0, 2.0]}, "avg_queue_s")
+    assert [(t.name, t.line.dash) for t in lines.data] == [("twin", "dash"), ("qssf", "solid")]
+
+
 def test_ces_metrics_come_from_the_ces_rows():
     frame = pl.DataFrame(
         {"ces.buffer": [5.0, 5.0], "scheme": ["fifo", "ces"], "energy_saved_kwh": [None, 12.0]},
