@@ -28,6 +28,7 @@ from components.whatif.run import SCENARIO_ERRORS, cancel_request, get_or_run, m
 from components.whatif.state import FALLBACK_PRESET, form_to_config, form_to_search, preset_defaults
 from sim.ces.policy import POLICY_PARAMS
 from sim.scenario import RECORDED, TWIN, ScenarioResult, config_to_dict, open_request
+from sim.slurm.calibrate import CAPTURED
 
 RUNNING = "running…"
 LOST_RUN = "the run stopped without a result (the server worker was restarted?) — run it again"
@@ -90,7 +91,7 @@ def _baseline_intro(result: ScenarioResult, replay: dict) -> list:
         source = result.twin["source"]
         how = (
             "the configuration captured from the cluster's Slurm"
-            if source == "captured"
+            if source == CAPTURED
             else "no configuration was captured, so it is calibrated from the record"
         )
         return [

@@ -113,7 +113,7 @@ def comparison_table(summary: pl.DataFrame) -> dbc.Table:
     return table
 
 
-SCHEME_LABELS = {"recorded": "recorded", "twin": "Slurm twin", "slurm": "Slurm twin with knobs"}
+SCHEME_LABELS = {RECORDED: "recorded", TWIN: "Slurm twin", "slurm": "Slurm twin with knobs"}
 
 
 def scheme_label(scheme: str) -> str:

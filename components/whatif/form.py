@@ -150,7 +150,7 @@ def form_of(
         load_factor=_given(load, form["load_factor"]),
         capacity_scale=_given(capacity, form["capacity_scale"]),
         ladder=bool(ladder),
-        twin_baseline=bool(twin_baseline),
+        twin_baseline=_given(twin_baseline, True),
         ces_enabled=bool(ces_enabled),
         ces_preset=_given(ces_preset, FALLBACK_PRESET),
         ces_mode=_given(ces_mode, form["ces_mode"]),

@@ -128,8 +128,10 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
             form[field] = value if value is not None else form[field]
             _check_bound(key, field, value, problems)
     for key, field in (("bf", "backfill"), ("ladder", "ladder"), ("tb", "twin_baseline"), ("ces", "ces_enabled")):
-        if key in params:
+        if key in params and params[key] in ("0", "1"):
             form[field] = params[key] == "1"
+        elif key in params:
+            problems.append(f"URL parameter {key}={params[key]!r} must be 0 or 1; ignored")
     if "csched" in params:
         form["ces_schedule"] = params["csched"]
     form["ces_policy"] = _numbers(params, "c_", POLICY_PARAMS, problems) or form["ces_policy"]
@@ -208,6 +210,9 @@ def check_form_types(form: dict) -> None:
             raise ScenarioError(f"{field} must be a list of at most {MAX_LIST_ITEMS} names")
         for item in items:
             _check_text(item, field)
+    for field in ("backfill", "ladder", "twin_baseline", "ces_enabled"):
+        if field in form and not isinstance(form[field], bool):
+            raise ScenarioError(f"{field.replace('_', ' ')} must be true or false")
     twin = form.get("twin") or {}
     if not isinstance(twin, dict) or len(twin) > len(KNOBS) + MAX_NAMED_KNOBS:
         raise ScenarioError(f"the Slurm twin's settings must be at most {len(KNOBS) + MAX_NAMED_KNOBS} knobs")

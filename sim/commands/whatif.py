@@ -121,8 +121,8 @@ def _print_replay(replay: dict | None) -> None:
     if band:
         util = "-" if band["gpu_util_pp"] is None else f"±{band['gpu_util_pp']:.1f} points"
         print(
-            f"  error band of every change against it: mean queue ×/÷{band['avg_queue_s']:.2f}, "
-            f"mean JCT ×/÷{band['avg_jct_s']:.2f}, utilisation {util}"
+            f"  error band of every change against it: mean queue (+60 s) ×/÷{band['avg_queue_x']:.2f}, "
+            f"mean JCT ×/÷{band['avg_jct_x']:.2f}, utilisation {util}"
         )
     if replay["far"]:
         print(f"  WARNING: the replay is far from the record: {'; '.join(replay['why'])}")

@@ -165,7 +165,9 @@ def validate(config: ScenarioConfig) -> ScenarioConfig:
         policies.check_names(config.policies)
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
-    if not config.policies and not config.ces.enabled and config.twin_baseline is not True:
+    if not isinstance(config.twin_baseline, bool):
+        raise ScenarioError(f"twin baseline must be true or false, got {config.twin_baseline!r}")
+    if not config.policies and not config.ces.enabled and not config.twin_baseline:
         raise ScenarioError("choose at least one policy (or enable CES, or replay the Slurm twin alone)")
     if config.placer not in placers.PLACERS:
         raise ScenarioError(f"unknown placer {config.placer!r}; expected one of {', '.join(placers.PLACERS)}")
@@ -173,8 +175,6 @@ def validate(config: ScenarioConfig) -> ScenarioConfig:
         raise ScenarioError(f"unknown predictor {config.estimator!r}; expected one of {', '.join(ESTIMATORS)}")
     _check_window(config)
     _check_limits(config)
-    if not isinstance(config.twin_baseline, bool):
-        raise ScenarioError(f"twin baseline must be true or false, got {config.twin_baseline!r}")
     _check_twin(config.twin)
     if config.ces.enabled:
         _check_ces(config.ces, config.policies)

@@ -318,6 +318,12 @@ def _pair(rows: list[dict], baseline: str | None) -> tuple[dict | None, dict | N
     return recorded, replayed
 
 
+def _off_by(replayed: dict, recorded: dict) -> tuple[float, float]:
+    """The replay's mean queue (offset by QUEUE_OFFSET_S) and mean JCT (at least 1 s) as ratios to the record's."""
+    queue = (replayed["avg_queue_s"] + QUEUE_OFFSET_S) / (recorded["avg_queue_s"] + QUEUE_OFFSET_S)
+    return queue, max(replayed["avg_jct_s"], 1.0) / max(recorded["avg_jct_s"], 1.0)
+
+
 def error_band(rows: list[dict], baseline: str | None) -> dict[str, float] | None:
     """The baseline's own error against the record, the band around every change measured against it: a factor
     (>= 1) for the mean queue (offset by QUEUE_OFFSET_S) and the mean JCT, points for the utilisation (None without
@@ -325,12 +331,11 @@ def error_band(rows: list[dict], baseline: str | None) -> dict[str, float] | Non
     recorded, replayed = _pair(rows, baseline)
     if recorded is None or replayed.get("avg_jct_s") is None:
         return None
-    queue = (replayed["avg_queue_s"] + QUEUE_OFFSET_S) / (recorded["avg_queue_s"] + QUEUE_OFFSET_S)
-    jct = max(replayed["avg_jct_s"], 1.0) / max(recorded["avg_jct_s"], 1.0)
+    queue, jct = _off_by(replayed, recorded)
     util_pp = None
     if replayed.get("gpu_util_pct") is not None and recorded.get("gpu_util_pct") is not None:
         util_pp = abs(replayed["gpu_util_pct"] - recorded["gpu_util_pct"])
-    return {"avg_queue_s": max(queue, 1 / queue), "avg_jct_s": max(jct, 1 / jct), "gpu_util_pp": util_pp}
+    return {"avg_queue_x": max(queue, 1 / queue), "avg_jct_x": max(jct, 1 / jct), "gpu_util_pp": util_pp}
 
 
 def replay_fidelity(rows: list[dict], baseline: str) -> dict[str, Any] | None:
@@ -346,8 +351,7 @@ def replay_fidelity(rows: list[dict], baseline: str) -> dict[str, Any] | None:
         ratio = rep / rec if rec and rep is not None else None
         lines.append({"metric": label, "recorded": rec, "replayed": rep, "ratio": ratio})
     lines.append({"metric": START_ORDER, "recorded": None, "replayed": replayed.get("start_order_tau"), "ratio": None})
-    queue = (replayed["avg_queue_s"] + QUEUE_OFFSET_S) / (recorded["avg_queue_s"] + QUEUE_OFFSET_S)
-    jct = max(replayed["avg_jct_s"], 1.0) / max(recorded["avg_jct_s"], 1.0)
+    queue, jct = _off_by(replayed, recorded)
     util = replayed["gpu_util_pct"] - recorded["gpu_util_pct"]
     why = []
     if max(queue, 1 / queue) > FAR_QUEUE_RATIO:
@@ -364,7 +368,8 @@ def replay_fidelity(rows: list[dict], baseline: str) -> dict[str, Any] | None:
 def with_factors(rows: list[dict], baseline: str | None, band: dict[str, float] | None = None) -> pl.DataFrame:
     """The comparison table of rows with each scheme's mean JCT and queue as a ratio to the record's and to the
     baseline's (scheme / reference: below 1 is shorter), its utilisation's change in points against the baseline's,
-    and with the baseline's error band each change's low and high ends (…_lo, …_hi)."""
+    and with the baseline's error band each change's low and high ends (…_lo, …_hi; the queue's on queues offset by
+    QUEUE_OFFSET_S, as the band's factor is)."""
     table = pl.DataFrame(rows)
     factors = []
     for reference, suffix in ((RECORDED, "recorded"), (baseline, "baseline")):
@@ -375,30 +380,35 @@ def with_factors(rows: list[dict], baseline: str | None, band: dict[str, float] 
                 factors.append((pl.col(col) / pl.lit(ref[col][0])).round(3).alias(name))
             else:
                 factors.append(pl.lit(None, dtype=pl.Float64).alias(name))
-    ref = table.filter(pl.col("scheme") == baseline) if baseline else table.head(0)
-    util = ref["gpu_util_pct"][0] if ref.height and "gpu_util_pct" in ref.columns else None
+    ref = table.filter(pl.col("scheme") == baseline).row(0, named=True) if baseline else None
+    util = ref.get("gpu_util_pct") if ref else None
     change = (pl.col("gpu_util_pct") - pl.lit(util)).round(1) if util is not None else pl.lit(None, pl.Float64)
     factors.append(change.alias("gpu_util_pp_vs_baseline"))
-    return table.with_columns(factors).with_columns(_band_columns(band))
+    return table.with_columns(factors).with_columns(_band_columns(band or {}, ref))
 
 
-def _band_columns(band: dict[str, float] | None) -> list[pl.Expr]:
-    """Each change against the baseline widened by the baseline's own error: low and high ends (null without one)."""
-    band = band or {}
+def _band_columns(band: dict[str, float], ref: dict | None) -> list[pl.Expr]:
+    """Each change against the baseline (row ref) widened by the baseline's own error: low and high ends (null
+    without a band)."""
+    queue = (pl.col("avg_queue_s") + QUEUE_OFFSET_S) / (ref["avg_queue_s"] + QUEUE_OFFSET_S) if ref else None
+    jct = pl.col("avg_jct_s") / ref["avg_jct_s"] if ref and ref.get("avg_jct_s") else None
     out = []
-    for col, key in (("avg_queue_x_vs_baseline", "avg_queue_s"), ("avg_jct_x_vs_baseline", "avg_jct_s")):
-        factor = band.get(key)
-        out.append(_end(factor and (pl.col(col) / factor).round(3), f"{col}_lo"))
-        out.append(_end(factor and (pl.col(col) * factor).round(3), f"{col}_hi"))
+    for name, change, factor in (
+        ("avg_queue", queue, band.get("avg_queue_x")),
+        ("avg_jct", jct, band.get("avg_jct_x")),
+    ):
+        known = change is not None and factor is not None
+        out.append(_end(known and (change / factor).round(3), f"{name}_x_vs_baseline_lo"))
+        out.append(_end(known and (change * factor).round(3), f"{name}_x_vs_baseline_hi"))
     points, col = band.get("gpu_util_pp"), pl.col("gpu_util_pp_vs_baseline")
     out.append(_end(None if points is None else (col - points).round(1), "gpu_util_pp_vs_baseline_lo"))
     out.append(_end(None if points is None else (col + points).round(1), "gpu_util_pp_vs_baseline_hi"))
     return out
 
 
-def _end(expr: pl.Expr | None, name: str) -> pl.Expr:
+def _end(expr: pl.Expr | bool | None, name: str) -> pl.Expr:
     """expr named name, or a null column where there is no band."""
-    return (expr if expr is not None else pl.lit(None, pl.Float64)).alias(name)
+    return (expr if isinstance(expr, pl.Expr) else pl.lit(None, pl.Float64)).alias(name)
 
 
 def predictor_quality(name: str, predicted_s: np.ndarray, true_s: np.ndarray) -> dict[str, Any]:

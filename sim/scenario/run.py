@@ -45,7 +45,7 @@ from sim.scenario.outputs import (
     timeline_grid,
     with_factors,
 )
-from sim.slurm.calibrate import Calibration, calibrated, captured
+from sim.slurm.calibrate import CAPTURED, Calibration, calibrated, captured
 from sim.slurm.knobs import scaled_nodes, with_knobs
 from sim.slurm.workload import simulate_slurm
 
@@ -192,28 +192,31 @@ def run_scenario(
 
 
 class _Schemes:
-    """Accumulates each scheme's records, comparison row and timeline on one shared time grid."""
+    """Accumulates each scheme's records, comparison row and timeline on one shared time grid; utilisation is over
+    the scenario's capacity (its scale applied), the record's and the twin's over the cluster's own (recorded_nodes)."""
 
-    def __init__(self, w: Workload, t0: datetime, end: datetime, gpus_per_node: int):
+    def __init__(self, w: Workload, t0: datetime, end: datetime, gpus_per_node: int, recorded_nodes: int):
         self.t0 = t0
         self.capacity = sum(w.vc_nodes) * gpus_per_node
+        self.recorded_capacity = recorded_nodes * gpus_per_node
         self.end_s = int((end - t0).total_seconds())
         span_s = int(w.submit_s.max(initial=0)) + 1
         self.grid = timeline_grid(span_s)
         self.span_s = span_s
         self.records: dict[str, pl.DataFrame] = {}
-        self.results: dict[str, SimResult] = {}
+        self.twin: SimResult | None = None
         self.rows: list[dict] = []
         self.timelines: list[pl.DataFrame] = []
 
-    def add(self, scheme: str, records: pl.DataFrame, busy_gpu_s: float, used: np.ndarray, queued: np.ndarray) -> None:
+    def add(self, scheme: str, records: pl.DataFrame, busy_gpu_s: float, used, queued, capacity_gpus=None) -> None:
         """Record one scheme's per-job outcome, the GPU-seconds it ran in the span and its GPUs-in-use and
-        jobs-waiting series."""
+        jobs-waiting series (capacity_gpus: the GPUs it ran on, the scenario's by default)."""
+        capacity = capacity_gpus or self.capacity
         self.records[scheme] = records
-        row = summary_row(records, busy_gpu_s, self.capacity, self.span_s, self.end_s)
+        row = summary_row(records, busy_gpu_s, capacity, self.span_s, self.end_s)
         tau = None if scheme == RECORDED else start_order_tau(self.records.get(RECORDED), records)
         self.rows.append({"scheme": scheme, **row, "start_order_tau": tau})
-        self.timelines.append(timeline_frame(scheme, self.t0, self.grid, used, queued, self.capacity))
+        self.timelines.append(timeline_frame(scheme, self.t0, self.grid, used, queued, capacity))
 
     def all_records(self) -> pl.DataFrame:
         """Every scheme's records stacked."""
@@ -248,10 +251,12 @@ def twin_calibration(w: Workload, scheduler: SlurmConfig | None, gpus_per_node: 
     return calibrated(w, gpus_per_node)
 
 
-def _changed_twin(config: ScenarioConfig, twin: Calibration) -> SlurmConfig:
-    """The twin's configuration with the scenario's knobs and capacity scale (ScenarioError when a knob cannot)."""
+def _changed_twin(config: ScenarioConfig, twin: Calibration, w: Workload) -> SlurmConfig:
+    """The twin's configuration with the scenario's knobs and capacity scale (ScenarioError when a knob cannot): a
+    captured one's nodes scaled, a calibrated one's on w's (scaled) VC capacities, as the other policies get them."""
     try:
-        return with_knobs(scaled_nodes(twin.config, config.capacity_scale), config.twin)
+        base = scaled_nodes(twin.config, config.capacity_scale) if twin.source == CAPTURED else twin.on_nodes_of(w)
+        return with_knobs(base, config.twin)
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
 
@@ -264,12 +269,12 @@ def _unchanged(config: ScenarioConfig) -> bool:
 def _simulate(config, policy: str, w: Workload, twin: Calibration, on_vc) -> SimResult:
     if policy not in CLUSTER_WIDE:
         return simulate(_sim_config(config, policy), w, on_vc)
-    return simulate_slurm(_changed_twin(config, twin), _sim_config(config, policy), w)
+    return simulate_slurm(_changed_twin(config, twin, w), _sim_config(config, policy), twin.jobs_of(w))
 
 
-def _add_result(schemes: _Schemes, scheme: str, result: SimResult) -> None:
+def _add_result(schemes: _Schemes, scheme: str, result: SimResult, capacity_gpus: int | None = None) -> None:
     records, busy_gpu_s = sim_records(result, scheme), engine_gpu_s(result, schemes.span_s)
-    schemes.add(scheme, records, busy_gpu_s, *engine_timeline(result, schemes.grid))
+    schemes.add(scheme, records, busy_gpu_s, *engine_timeline(result, schemes.grid), capacity_gpus)
 
 
 def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Reporter, step: float, stage_s, twin):
@@ -281,8 +286,8 @@ def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Report
             reporter.report(base + step * done / total, f"simulating {policy}: VC {done}/{total}")
 
         reporter.report(base, f"simulating {policy}")
-        if policy in CLUSTER_WIDE and TWIN in schemes.results and _unchanged(config):
-            result = schemes.results[TWIN]  # the twin with no knob set is the baseline's replay
+        if policy in CLUSTER_WIDE and schemes.twin is not None and _unchanged(config):
+            result = schemes.twin  # the twin with no knob set is the baseline's replay
         else:
             result = _simulate(config, policy, w, twin, on_vc)
         _add_result(schemes, policy, result)
@@ -290,12 +295,12 @@ def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Report
 
 
 def _replay_twin(w_recorded: Workload, schemes: _Schemes, reporter: _Reporter, step: float, twin: Calibration, stage_s):
-    """Replay the twin as the cluster was (its own capacity, no knob) as the scenario's baseline."""
+    """Replay the twin on the cluster as it was (its own capacity, no knob; the scenario's load) as the baseline."""
     t = time.perf_counter()
     reporter.report(step, f"replaying the Slurm twin ({twin.source})")
-    result = simulate_slurm(twin.config, SimConfig(policy="slurm"), w_recorded)
-    schemes.results[TWIN] = result
-    _add_result(schemes, TWIN, result)
+    result = simulate_slurm(twin.config, SimConfig(policy="slurm"), twin.jobs_of(w_recorded))
+    schemes.twin = result
+    _add_result(schemes, TWIN, result, schemes.recorded_capacity)
     stage_s[TWIN] = time.perf_counter() - t
 
 
@@ -304,12 +309,13 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, schedul
     t = time.perf_counter()
     window, w, w_recorded, importance = _prepare(config, jobs, vc_gpus, reporter, step)
     stage_s: dict[str, float] = {"prepare": time.perf_counter() - t}
-    schemes = _Schemes(w, window.start, window.end, config.gpus_per_node)
+    schemes = _Schemes(w, window.start, window.end, config.gpus_per_node, sum(w_recorded.vc_nodes))
     record = recorded_records(w) if config.load_factor == 1.0 else None
     if record is not None:
         busy_gpu_s = records_gpu_s(record, schemes.span_s)
-        schemes.add(RECORDED, record, busy_gpu_s, *records_timeline(record, schemes.grid))
-    twin = twin_calibration(w_recorded, scheduler, config.gpus_per_node)
+        timeline = records_timeline(record, schemes.grid)
+        schemes.add(RECORDED, record, busy_gpu_s, *timeline, schemes.recorded_capacity)
+    twin = twin_calibration(w_recorded, scheduler, config.gpus_per_node) if wants_scheduler(config) else None
     if config.twin_baseline:
         _replay_twin(w_recorded, schemes, reporter, step, twin, stage_s)
     _simulate_policies(config, w, schemes, reporter, step, stage_s, twin)
@@ -327,7 +333,7 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, schedul
     result = _assemble(config, window, w, schemes, keep_records)
     result = dataclasses.replace(
         result,
-        twin=twin.as_dict() if wants_scheduler(config) else None,
+        twin=twin.as_dict() if twin is not None else None,
         ladder=ladder,
         ces=ces,
         stage_s={k: round(v, 3) for k, v in stage_s.items()},

@@ -5,13 +5,14 @@
   use);
 - limits: each user of a VC capped (GrpTRES=gres/gpu on the user's association) at the most GPUs their jobs held at
   once in the record, at least their largest job's, so that a cap never keeps a job from ever starting;
-- time limits: none (the trace records none; a job runs to its recorded end, and backfill, which plans on limits,
-  starts whatever fits now, as Slurm does on partitions whose MaxTime is UNLIMITED);
+- time limits: the trace's own where it records them, else none (a job runs to its recorded end, and backfill, which
+  plans on limits, starts whatever fits now, as Slurm does on partitions whose MaxTime is UNLIMITED);
 - ordering: priority/basic (first submitted, first considered) and sched/backfill with Slurm's defaults.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,9 +25,9 @@ CPUS_PER_NODE = 64  # the trace records no CPUs per node; the replay asks one CP
 CAPTURED, CALIBRATED = "captured", "calibrated"
 PARTITIONS = "each VC a partition on its own nodes (the VC capacities of the window)"
 USER_CAPS = "each user capped in their VC at the most GPUs their jobs held at once in the record"
-NO_LIMITS = "no time limits (none recorded): backfill starts whatever fits now"
+LIMITS = "time limits: the trace's own where it records them, else none (backfill then starts whatever fits now)"
 ORDERING = "priority/basic (first submitted, first considered) with sched/backfill at Slurm's defaults"
-RULES = (PARTITIONS, USER_CAPS, NO_LIMITS, ORDERING)  # the calibration in words, without a window's numbers
+RULES = (PARTITIONS, USER_CAPS, LIMITS, ORDERING)  # the calibration in words, without a window's numbers
 
 
 @dataclass(frozen=True)
@@ -36,10 +37,22 @@ class Calibration:
     config: SlurmConfig
     source: str
     rules: tuple[str, ...]
+    gpus_per_node: int = 0  # a calibrated twin's node size
 
     def as_dict(self) -> dict:
         """The calibration as plain values (for JSON and the pages)."""
         return {"source": self.source, "rules": list(self.rules)}
+
+    def jobs_of(self, w: Workload) -> Workload:
+        """w as this twin replays it: for a calibrated twin, each job's partition and account are its VC."""
+        if self.source != CALIBRATED or w.scheduler is None:
+            return w
+        return dataclasses.replace(w, scheduler=dataclasses.replace(w.scheduler, partition=None, account=None))
+
+    def on_nodes_of(self, w: Workload) -> SlurmConfig:
+        """A calibrated twin's configuration on w's VC capacities (its caps kept)."""
+        nodes = vc_cluster(w, self.gpus_per_node)
+        return dataclasses.replace(self.config, nodes=nodes.nodes, partitions=nodes.partitions)
 
 
 def vc_cluster(
@@ -102,8 +115,11 @@ def calibrated(w: Workload, gpus_per_node: int) -> Calibration:
     config = SlurmConfig(nodes=config.nodes, partitions=config.partitions, assocs=assocs)
     nodes = f"{len(w.vc_names)} VCs, {sum(w.vc_nodes):,} nodes of {gpus_per_node} GPUs"
     capped = f"{len(caps):,} users" if caps else "none: the trace records no users or no start times"
-    rules = (f"{PARTITIONS}: {nodes}", f"{USER_CAPS}: {capped}", NO_LIMITS, ORDERING)
-    return Calibration(config, CALIBRATED, rules)
+    limits = w.scheduler.timelimit_s if w.scheduler is not None else None
+    limited = int((limits > 0).sum()) if limits is not None else 0
+    recorded = f"{limited:,} of {len(w):,} jobs with a recorded limit" if limited else "none recorded"
+    rules = (f"{PARTITIONS}: {nodes}", f"{USER_CAPS}: {capped}", f"{LIMITS}: {recorded}", ORDERING)
+    return Calibration(config, CALIBRATED, rules, gpus_per_node)
 
 
 def captured(config: SlurmConfig, summary: str) -> Calibration:

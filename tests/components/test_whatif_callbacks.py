@@ -96,6 +96,10 @@ def test_the_twin_baseline_switch_round_trips_through_the_url():
     assert params["tb"] == "0" and "tb" not in form_to_params(_form())
     back, problems = form_from_params(params, default_form("other", "Venus"))
     assert problems == [] and back["twin_baseline"] is False and form_to_config(back).twin_baseline is False
+    kept, problems = form_from_params({**params, "tb": "no"}, default_form("other", "Venus"))
+    assert problems == ["URL parameter tb='no' must be 0 or 1; ignored"] and kept["twin_baseline"] is True
+    with pytest.raises(ScenarioError, match="twin baseline must be true or false"):
+        form_to_config({**form, "twin_baseline": "false"})  # a tampered client's text is refused, not read as true
 
 
 def test_bad_url_values_are_reported_and_ignored():

@@ -258,7 +258,7 @@ def test_config_round_trips_through_a_dict():
         ({"start": "2020-04-09", "end": "2020-04-02"}, "is before start"),
         ({"start": "April"}, "not a date"),
         ({"placer": "tetris"}, "unknown placer"),
-        ({"policies": []}, "choose at least one policy"),
+        ({"policies": [], "twin_baseline": False}, "choose at least one policy"),
         ({"ces": {"enabled": True, "schedule": "las"}}, "CES schedule 'las'"),
         ({"ces": {"enabled": True, "policy": {"future": 0}}}, "CES parameter future must be between 1 and 1008"),
         ({"ces": {"enabled": True, "energy": {"busy_kw": 1e12}}}, "CES parameter busy_kw must be between 0 and 100"),

@@ -203,7 +203,7 @@ def test_cli_sweep_reports_bad_grids_in_one_line(data_root, capsys):
 
 
 def test_ces_only_sweep_needs_ces_or_a_policy(trace, local_client):
-    base = ScenarioConfig(cluster="Earth", policies=(), ces=CesOptions(enabled=False))
+    base = ScenarioConfig(cluster="Earth", policies=(), ces=CesOptions(enabled=False), twin_baseline=False)
     with pytest.raises(ScenarioError, match="choose at least one policy"):
         run_sweep(base, {"load_factor": [1.0]}, *trace, client=local_client)
 

@@ -73,7 +73,7 @@ def test_helios_whatif_runs_the_panel_scenario(root, monkeypatch, capsys):
     assert [row["scheme"] for row in out["summary"]] == ["recorded", "twin", "fifo", "qssf"]
     assert out["vc_nodes"] == {"*": 776} and out["ces"] is None
     assert out["baseline"] == "twin" and out["twin"]["source"] == "calibrated" and out["twin"]["rules"]
-    assert out["replay"]["band"]["avg_queue_s"] >= 1 and out["replay"]["lines"][-1]["metric"].startswith("start order")
+    assert out["replay"]["band"]["avg_queue_x"] >= 1 and out["replay"]["lines"][-1]["metric"].startswith("start order")
 
 
 def test_helios_whatif_and_sweep_refuse_what_the_dataset_cannot_do(root, monkeypatch, capsys):

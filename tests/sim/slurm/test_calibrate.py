@@ -1,6 +1,8 @@
 """A trace without a Slurm configuration replayed on its VCs: one partition per VC over that VC's own nodes, each
 user capped at what the record shows they held at once."""
 
+from dataclasses import replace
+
 import numpy as np
 
 from analytics.slurm_config import PrioritySpec, SchedSpec, check
@@ -72,7 +74,20 @@ def test_the_calibrated_twin_caps_users_on_their_association_and_says_what_it_as
     assert users == {("vcA", "u1", 2), ("vcB", "u2", 3)}
     assert twin.config.priority == PrioritySpec() and twin.config.sched == SchedSpec()
     words = " ".join(twin.rules)
-    assert "5 nodes of 8 GPUs" in words and "record: 2 users" in words and "no time limits" in words
+    assert "5 nodes of 8 GPUs" in words and "record: 2 users" in words and "else none" in words
+    assert twin.rules[2].endswith(": none recorded")
+    limited = _recorded(["u1", "u2"], [0, 1], [2, 3], [0, 0], [10, 10])
+    limited = replace(limited, scheduler=replace(limited.scheduler, timelimit_s=np.array([600, -1])))
+    assert calibrated(limited, 8).rules[2].endswith(": 1 of 2 jobs with a recorded limit")
+
+
+def test_a_calibrated_twin_replays_jobs_in_their_vc_and_on_scaled_vcs():
+    w = _recorded(["u1", "u2"], [0, 1], [2, 3], [0, 0], [10, 10])
+    w = replace(w, scheduler=replace(w.scheduler, partition=np.array(["gpu"] * 2, dtype=object)))
+    twin = calibrated(w, 8)
+    assert twin.jobs_of(w).scheduler.partition is None and twin.jobs_of(w).scheduler.account is None
+    bigger = twin.on_nodes_of(replace(w, vc_nodes=(1, 6)))
+    assert [len(p.nodes) for p in bigger.partitions] == [1, 6] and bigger.assocs == twin.config.assocs
 
 
 def test_without_users_or_start_times_nobody_is_capped():

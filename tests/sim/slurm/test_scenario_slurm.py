@@ -9,6 +9,7 @@ import pytest
 
 from analytics.slurm_config import NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
 from sim.scenario import ScenarioConfig, ScenarioError, run_scenario
+from sim.scenario import run as scenario_run
 from sim.scenario.config import TWIN
 from tests.sim.test_scenario_run import VCS, WINDOW, make_cluster
 
@@ -46,17 +47,41 @@ def test_the_twin_is_the_baseline_with_its_error_as_the_band_of_every_change(tra
     assert fifo["avg_queue_x_vs_baseline"] == pytest.approx(fifo["avg_queue_s"] / twin["avg_queue_s"], rel=1e-3)
     error = (twin["avg_queue_s"] + 60) / (recorded["avg_queue_s"] + 60)
     error = max(error, 1 / error)
-    assert fifo["avg_queue_x_vs_baseline_lo"] == pytest.approx(fifo["avg_queue_x_vs_baseline"] / error, rel=1e-2)
-    assert fifo["avg_queue_x_vs_baseline_hi"] == pytest.approx(fifo["avg_queue_x_vs_baseline"] * error, rel=1e-2)
+    change = (fifo["avg_queue_s"] + 60) / (twin["avg_queue_s"] + 60)  # the band is on queues offset by 60 s
+    assert fifo["avg_queue_x_vs_baseline_lo"] == pytest.approx(change / error, rel=1e-2)
+    assert fifo["avg_queue_x_vs_baseline_hi"] == pytest.approx(change * error, rel=1e-2)
     points = abs(twin["gpu_util_pct"] - recorded["gpu_util_pct"])
     assert fifo["gpu_util_pp_vs_baseline"] == pytest.approx(fifo["gpu_util_pct"] - twin["gpu_util_pct"], abs=0.06)
     assert fifo["gpu_util_pp_vs_baseline_hi"] == pytest.approx(fifo["gpu_util_pp_vs_baseline"] + points, abs=0.06)
     lines = {line["metric"]: line for line in result.replay["lines"]}
     assert result.replay["baseline"] == TWIN
     assert lines["start order (Kendall τ)"]["replayed"] == twin["start_order_tau"]
-    # the `slurm` policy with no knob set is the baseline's own replay
-    starts = {s: result.records.filter(pl.col("scheme") == s)["start_s"].to_list() for s in (TWIN, "slurm")}
+
+
+def test_the_slurm_policy_without_a_knob_is_the_baselines_own_replay_and_with_one_its_own(trace, monkeypatch):
+    jobs, vc_gpus = trace
+    calls = []
+    replay = scenario_run.simulate_slurm
+    monkeypatch.setattr(scenario_run, "simulate_slurm", lambda *a: calls.append(a[0]) or replay(*a))
+    config = ScenarioConfig(**WINDOW, policies=("slurm",))
+    same = run_scenario(config, jobs, vc_gpus, scheduler=_config())
+    assert len(calls) == 1
+    starts = {s: same.records.filter(pl.col("scheme") == s)["start_s"].to_list() for s in (TWIN, "slurm")}
     assert starts[TWIN] == starts["slurm"]
+    run_scenario(replace(config, twin=(("backfill", 0.0),)), jobs, vc_gpus, scheduler=_config())
+    assert len(calls) == 3 and calls[1].sched.backfill and not calls[2].sched.backfill
+
+
+def test_a_calibrated_twin_replays_a_trace_whose_partitions_and_accounts_are_not_its_vcs(trace):
+    jobs, vc_gpus = trace
+    named = jobs.with_columns(partition=pl.lit("gpu"), account=pl.lit("physics"))
+    config = ScenarioConfig(**WINDOW, policies=("slurm",), capacity_scale=0.5)
+    result = run_scenario(config, named, vc_gpus)
+    assert result.twin["source"] == "calibrated"
+    placed = result.records.filter(pl.col("placed"))
+    assert set(placed["scheme"]) == {"recorded", TWIN, "slurm"}
+    vc_gpus_used = result.timeline.filter(pl.col("scheme") == "slurm")["capacity_gpus"].unique().to_list()
+    assert vc_gpus_used == [8 * sum(max(1, round(n * 0.5)) for n in VCS.values())]  # each VC scaled, as fifo's
 
 
 def test_the_baseline_twin_replays_the_cluster_as_it_was_and_the_knobs_only_the_alternative(trace):
@@ -188,3 +213,9 @@ def test_merging_partitions_lets_their_jobs_share_the_nodes(trace):
     assert queue[1.0] != queue[0.0]
     with pytest.raises(ScenarioError, match="no partition 'nope'"):
         run_scenario(replace(base, twin=((f"merge.{a}+nope", 1.0),)), jobs, vc_gpus, scheduler=_config())
+
+
+def test_the_twin_alone_is_a_scenario_its_fit(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=()), jobs, vc_gpus)
+    assert result.summary["scheme"].to_list() == ["recorded", TWIN] and result.replay["baseline"] == TWIN
