@@ -21,6 +21,7 @@ from tests.waiting import DEADLINE_S
 N_JOBS = 300_000
 YEAR = datetime(2021, 1, 1)
 MAX_PROGRESS_GAP_S = 3 * HEARTBEAT_S  # the scenario repeats its progress every HEARTBEAT_S while it works
+RUNNING = ("replaying the Slurm twin", "simulating")  # the stages that replay jobs: the baseline's, the policies'
 
 
 def _year_jobs(seed: int = 1) -> pl.DataFrame:
@@ -68,7 +69,7 @@ def test_a_year_long_window_reports_progress_and_stops_with_its_job(tmp_path):
     job.start()
     try:
         reports = [queue.get(timeout=DEADLINE_S)]  # a spawned interpreter, the dataset opened
-        while not reports[-1][1].startswith("simulating"):
+        while not reports[-1][1].startswith(RUNNING):
             reports.append(queue.get(timeout=DEADLINE_S))  # a late one fails the gaps' check below, by its gap
         watch_until = time.monotonic() + 2.0
         while time.monotonic() < watch_until:
@@ -81,6 +82,6 @@ def test_a_year_long_window_reports_progress_and_stops_with_its_job(tmp_path):
         job.join()
     gaps = [b[0] - a[0] for a, b in zip(reports, reports[1:], strict=False)]
     assert max(gaps) <= MAX_PROGRESS_GAP_S, (max(gaps), running)
-    assert "simulating" in running and "done" not in running  # killed mid-run, not after it
+    assert running.startswith(RUNNING) and "done" not in running  # killed mid-run, not after it
     _, alive = psutil.wait_procs(scenario, timeout=5)
     assert alive == []
