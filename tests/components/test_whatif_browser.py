@@ -88,7 +88,7 @@ def _run_cancel_reload(tab, server):
     shared = tab.url
     assert "pol=fifo,sjf" in shared and "cap=1.5" in shared and shared.endswith("run=1")
     first_table = _table(tab)
-    assert [row.split("\t")[0] for row in first_table] == ["recorded", "fifo", "sjf"]
+    assert [row.split("\t")[0] for row in first_table] == ["recorded", "twin", "fifo", "sjf"]
     tab.wait_for_selector("#whatif-graph-jct-cdf .main-svg")
     tab.wait_for_selector("#whatif-run:not([disabled])")
     settle(tab)  # the check for a lost run (a clientside callback that waits for a result to land) has run
