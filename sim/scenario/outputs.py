@@ -355,7 +355,7 @@ def replay_fidelity(rows: list[dict], baseline: str) -> dict[str, Any] | None:
     util = replayed["gpu_util_pct"] - recorded["gpu_util_pct"]
     why = []
     if max(queue, 1 / queue) > FAR_QUEUE_RATIO:
-        why.append(f"its mean queue is {queue:.3g}× the recorded one")
+        why.append(f"its mean queue is {queue:.3g}× the recorded one (each + {QUEUE_OFFSET_S:g} s)")
     if max(jct, 1 / jct) > FAR_JCT_RATIO:
         why.append(f"its mean JCT is {jct:.3g}× the recorded one")
     if abs(util) > FAR_UTIL_PP:
