@@ -83,31 +83,31 @@ PREDICTOR_LABELS = {
     "lightgbm": "LightGBM (slow: fits in ~30 s+)",
 }
 HIDDEN = {"display": "none"}
-FORM_STATES = (
-    (DATASET, "value"),
-    (CLUSTER, "value"),
-    (VCS, "value"),
-    (DATES, "start_date"),
-    (DATES, "end_date"),
-    (POLICIES, "value"),
-    (PLACER, "value"),
-    (BACKFILL, "value"),
-    (ESTIMATOR, "value"),
-    (NOISE, "value"),
-    (LOAD, "value"),
-    (CAPACITY, "value"),
-    (LADDER, "value"),
-    (TWIN_BASELINE, "value"),
-    (CES_ENABLED, "value"),
-    (CES_PRESET, "value"),
-    (CES_MODE, "value"),
-    (CES_SCHEDULE, "value"),
+FORM_CONTROLS = (  # (control id, property, the form dict's key) of every form control a run reads, in order
+    (DATASET, "value", "dataset"),
+    (CLUSTER, "value", "cluster"),
+    (VCS, "value", "vcs"),
+    (DATES, "start_date", "start"),
+    (DATES, "end_date", "end"),
+    (POLICIES, "value", "policies"),
+    (PLACER, "value", "placer"),
+    (BACKFILL, "value", "backfill"),
+    (ESTIMATOR, "value", "estimator"),
+    (NOISE, "value", "noise_level"),
+    (LOAD, "value", "load_factor"),
+    (CAPACITY, "value", "capacity_scale"),
+    (LADDER, "value", "ladder"),
+    (TWIN_BASELINE, "value", "twin_baseline"),
+    (CES_ENABLED, "value", "ces_enabled"),
+    (CES_PRESET, "value", "ces_preset"),
+    (CES_MODE, "value", "ces_mode"),
+    (CES_SCHEDULE, "value", "ces_schedule"),
 )
-FORM_FIELDS = (  # the form dict's key of each of FORM_STATES, in its order
-    "dataset", "cluster", "vcs", "start", "end", "policies", "placer", "backfill", "estimator", "noise_level",
-    "load_factor", "capacity_scale", "ladder", "twin_baseline", "ces_enabled", "ces_preset", "ces_mode",
-    "ces_schedule",
-)  # fmt: skip
+FORM_STATES = tuple((cid, prop) for cid, prop, _ in FORM_CONTROLS)
+FORM_FIELDS = tuple(field for _, _, field in FORM_CONTROLS)
+
+
+_DEFAULTED = ("placer", "estimator", "noise_level", "load_factor", "capacity_scale", "ces_mode", "ces_schedule")
 
 
 def _given(value: Any, default: Any) -> Any:
@@ -120,41 +120,23 @@ def form_of(
 ) -> dict:
     """The form dict of the form's control values (FORM_STATES order), the CES parameter inputs and the Slurm twin's
     knob inputs."""
-    (
-        dataset,
-        cluster,
-        vcs,
-        start,
-        end,
-        chosen,
-        placer,
-        backfill,
-        estimator,
-        noise,
-        load,
-        capacity,
-        ladder,
-        twin_baseline,
-    ) = values[:14]
-    ces_enabled, ces_preset, ces_mode, ces_schedule = values[14:]
+    given = dict(zip(FORM_FIELDS, values, strict=True))
+    start, end = given["start"], given["end"]
     form = default_form(
-        dataset or "", cluster or "", (start or None) and str(start)[:10], (end or None) and str(end)[:10]
+        given["dataset"] or "",
+        given["cluster"] or "",
+        (start or None) and str(start)[:10],
+        (end or None) and str(end)[:10],
     )
     form.update(
-        vcs=vcs or [],
-        policies=chosen or [],
-        placer=_given(placer, form["placer"]),
-        backfill=bool(backfill),
-        estimator=_given(estimator, form["estimator"]),
-        noise_level=_given(noise, form["noise_level"]),
-        load_factor=_given(load, form["load_factor"]),
-        capacity_scale=_given(capacity, form["capacity_scale"]),
-        ladder=bool(ladder),
-        twin_baseline=_given(twin_baseline, True),
-        ces_enabled=bool(ces_enabled),
-        ces_preset=_given(ces_preset, FALLBACK_PRESET),
-        ces_mode=_given(ces_mode, form["ces_mode"]),
-        ces_schedule=_given(ces_schedule, form["ces_schedule"]),
+        vcs=given["vcs"] or [],
+        policies=given["policies"] or [],
+        backfill=bool(given["backfill"]),
+        ladder=bool(given["ladder"]),
+        ces_enabled=bool(given["ces_enabled"]),
+        twin_baseline=_given(given["twin_baseline"], True),
+        ces_preset=_given(given["ces_preset"], FALLBACK_PRESET),
+        **{k: _given(given[k], form[k]) for k in _DEFAULTED},
         ces_policy=overrides(policy_values, POLICY_PARAMS),
         ces_energy=overrides(energy_values, ENERGY_PARAMS),
         twin=_twin_of(twin_values) if twin_values else {},
