@@ -39,13 +39,20 @@ def register(subparsers) -> None:
         "whatif",
         help="run one what-if scenario (the dashboard's What-if panel) and compare it with what happened",
         description=(
-            "Replay the GPU jobs of one cluster's window under each chosen policy (and optionally CES), exactly as "
-            "the dashboard's What-if panel does, and print each scheme beside the recorded one. A scenario the "
-            "dataset cannot support (e.g. CES on a trace without start times) is refused with the reason."
+            "Replay the GPU jobs of one cluster's window with the Slurm twin first (the cluster's own scheduler: the "
+            "configuration captured with the dataset, else one calibrated from its record), then under each chosen "
+            "policy (and optionally CES), exactly as the dashboard's What-if panel does; print each scheme beside "
+            "the recorded one, the twin's error against the record, and each policy's change against the twin "
+            "with the band of that error. A scenario the dataset cannot support (e.g. CES on a trace without start "
+            "times) is refused with the reason."
         ),
     )
     add_scenario_arguments(p)
-    p.add_argument("--json", action="store_true", help="print the summary (and CES metrics) as JSON")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary, the twin's calibration and its replay against the record (and CES metrics) as JSON",
+    )
     p.add_argument(
         "--jobs-out",
         type=Path,
