@@ -389,26 +389,25 @@ def with_factors(rows: list[dict], baseline: str | None, band: dict[str, float] 
 
 def _band_columns(band: dict[str, float], ref: dict | None) -> list[pl.Expr]:
     """Each change against the baseline (row ref) widened by the baseline's own error: low and high ends (null
-    without a band)."""
-    queue = (pl.col("avg_queue_s") + QUEUE_OFFSET_S) / (ref["avg_queue_s"] + QUEUE_OFFSET_S) if ref else None
-    jct = pl.col("avg_jct_s") / ref["avg_jct_s"] if ref and ref.get("avg_jct_s") else None
+    without a band). The queue's and the JCT's are ratios divided and multiplied by the error's factor, the
+    utilisation's points less and plus the error's points."""
+    ends: dict[str, tuple[pl.Expr, pl.Expr]] = {}
+    queue_x, jct_x, util_pp = band.get("avg_queue_x"), band.get("avg_jct_x"), band.get("gpu_util_pp")
+    if ref and queue_x:
+        change = (pl.col("avg_queue_s") + QUEUE_OFFSET_S) / (ref["avg_queue_s"] + QUEUE_OFFSET_S)
+        ends["avg_queue_x_vs_baseline"] = ((change / queue_x).round(3), (change * queue_x).round(3))
+    if ref and jct_x:
+        change = pl.col("avg_jct_s") / ref["avg_jct_s"]
+        ends["avg_jct_x_vs_baseline"] = ((change / jct_x).round(3), (change * jct_x).round(3))
+    if util_pp is not None:
+        change = pl.col("gpu_util_pp_vs_baseline")
+        ends["gpu_util_pp_vs_baseline"] = ((change - util_pp).round(1), (change + util_pp).round(1))
+    none = pl.lit(None, pl.Float64)
     out = []
-    for name, change, factor in (
-        ("avg_queue", queue, band.get("avg_queue_x")),
-        ("avg_jct", jct, band.get("avg_jct_x")),
-    ):
-        known = change is not None and factor is not None
-        out.append(_end(known and (change / factor).round(3), f"{name}_x_vs_baseline_lo"))
-        out.append(_end(known and (change * factor).round(3), f"{name}_x_vs_baseline_hi"))
-    points, col = band.get("gpu_util_pp"), pl.col("gpu_util_pp_vs_baseline")
-    out.append(_end(None if points is None else (col - points).round(1), "gpu_util_pp_vs_baseline_lo"))
-    out.append(_end(None if points is None else (col + points).round(1), "gpu_util_pp_vs_baseline_hi"))
+    for name in ("avg_queue_x_vs_baseline", "avg_jct_x_vs_baseline", "gpu_util_pp_vs_baseline"):
+        low, high = ends.get(name, (none, none))
+        out += [low.alias(f"{name}_lo"), high.alias(f"{name}_hi")]
     return out
-
-
-def _end(expr: pl.Expr | bool | None, name: str) -> pl.Expr:
-    """expr named name, or a null column where there is no band."""
-    return (expr if isinstance(expr, pl.Expr) else pl.lit(None, pl.Float64)).alias(name)
 
 
 def predictor_quality(name: str, predicted_s: np.ndarray, true_s: np.ndarray) -> dict[str, Any]:

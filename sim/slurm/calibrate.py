@@ -87,8 +87,9 @@ def user_gpu_caps(w: Workload) -> dict[tuple[str, str], int]:
     if not any(users):
         return {}
     vc = np.asarray(w.vc_names, dtype=object)[w.vc_index]
-    jobs = pl.DataFrame({"vc": vc.tolist(), "user": users.tolist(), "gpus": w.gpu_num, "start": rec, "end": rec})
-    jobs = jobs.with_columns(pl.col("end") + pl.Series(w.duration_s))
+    jobs = pl.DataFrame(
+        {"vc": vc.tolist(), "user": users.tolist(), "gpus": w.gpu_num, "start": rec, "end": rec + w.duration_s}
+    )
     ran = jobs.filter((pl.col("start") >= 0) & (pl.col("user") != ""))
     steps = pl.concat(
         [
