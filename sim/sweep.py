@@ -20,11 +20,13 @@ from typing import Any
 
 import polars as pl
 
+from analytics.scheduler import HasMeta
 from analytics.slurm_config import SlurmConfig
 from sim.ces.energy import ENERGY_PARAMS
 from sim.ces.policy import POLICY_PARAMS
 from sim.policies import CLUSTER_WIDE
 from sim.scenario import ProgressCallback, ScenarioConfig, ScenarioError, run_scenario, validate, wants_scheduler
+from sim.scenario.run import twin_scheduler
 from sim.slurm.knobs import KNOBS, param_of
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -118,6 +120,12 @@ def apply_point(base: ScenarioConfig, point: dict[str, Any]) -> ScenarioConfig:
 def needs_scheduler(base: ScenarioConfig, grid: dict[str, list[Any]]) -> bool:
     """Whether a point of the sweep replays the cluster's own scheduler (and so needs its configuration)."""
     return wants_scheduler(base) or any(p in CLUSTER_WIDE for p in grid.get("policy", ()))
+
+
+def sweep_scheduler(dataset: HasMeta, base: ScenarioConfig, grid: dict[str, list[Any]]) -> SlurmConfig | None:
+    """The captured Slurm configuration the sweep's twin replays, when a point needs it (sim.scenario's
+    twin_scheduler)."""
+    return twin_scheduler(dataset) if needs_scheduler(base, grid) else None
 
 
 MAX_GRID_POINTS = 64  # the most scenarios one sweep may run

@@ -107,5 +107,5 @@ def parameter_help(name: str) -> str:
         return PARAMETERS[name][1]
     knob = KNOBS.get(name.removeprefix("twin."))
     if knob is not None:
-        return f"the slurm policy's {knob.slurm}, set on the captured configuration ({knob.low:,} to {knob.high:,})"
+        return f"the slurm policy's {knob.slurm}, set on the twin's configuration ({knob.low:,} to {knob.high:,})"
     return "a parameter of cluster energy saving (see the CES form)"

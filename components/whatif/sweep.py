@@ -14,7 +14,6 @@ from dash.exceptions import PreventUpdate
 from plotly.io.json import to_json_plotly
 
 from analytics.filters import query_params
-from analytics.scheduler import scheduler_config
 from components.charts import units
 from components.charts.figures import empty_figure, style
 from components.server.background import poll_interval_ms
@@ -27,7 +26,7 @@ from components.whatif.figures import SCHEME_DASH, scheme_color
 from components.whatif.run import SCENARIO_ERRORS, cancel_request, results_cache
 from components.whatif.state import form_to_config, form_to_params
 from sim.scenario import RECORDED, TWIN, ScenarioError, config_to_dict, open_request
-from sim.sweep import CES_METRICS, needs_scheduler, parse_grid, run_sweep, sweepable
+from sim.sweep import CES_METRICS, parse_grid, run_sweep, sweep_scheduler, sweepable
 
 X_PARAM = "whatif-sweep-x"
 X_VALUES = "whatif-sweep-x-values"
@@ -235,7 +234,7 @@ def sweep_job(config_data: dict, grid: dict, metric: str, settings: Settings, re
     if hit is not None:
         return {**hit, "cached": True}
     jobs, vc_gpus = request.inputs()
-    scheduler = scheduler_config(request.dataset) if needs_scheduler(request.config, grid) else None
+    scheduler = sweep_scheduler(request.dataset, request.config, grid)
     frame = run_sweep(request.config, grid, jobs, vc_gpus, progress=report, scheduler=scheduler)
     figure = sweep_figure(frame, grid, metric)
     out = {"figure": json.loads(to_json_plotly(figure)), "rows": frame.height}

@@ -10,11 +10,10 @@ from pathlib import Path
 import polars as pl
 
 from analytics.commands.common import fail, print_json
-from analytics.scheduler import scheduler_config
 from analytics.store import DatasetError, open_dataset
 from sim.commands.scenario_options import add_scenario_arguments, base_config
 from sim.scenario import ScenarioError, check_applicable, config_inputs
-from sim.sweep import SCHEDULER_ENV, needs_scheduler, parse_grid, run_sweep, sweepable
+from sim.sweep import SCHEDULER_ENV, parse_grid, run_sweep, sweep_scheduler, sweepable
 
 
 def register(subparsers) -> None:
@@ -61,7 +60,7 @@ def run_command(args: argparse.Namespace) -> int:
         dataset = open_dataset(args.dataset)
         check_applicable(base, dataset)
         jobs, vc_gpus = config_inputs(dataset, base)
-        scheduler = scheduler_config(dataset) if needs_scheduler(base, grid) else None
+        scheduler = sweep_scheduler(dataset, base, grid)
         frame = run_sweep(base, grid, jobs, vc_gpus, progress=_stderr_progress, scheduler=scheduler)
     except (ScenarioError, DatasetError, ValueError, OSError) as exc:
         return fail(str(exc))

@@ -15,8 +15,8 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-from analytics.scheduler import config_summary, scheduler_config
-from analytics.slurm_config import SlurmConfig
+from analytics.scheduler import HasMeta, config_summary, scheduler_config
+from analytics.slurm_config import SlurmConfig, SlurmConfigError
 from sim import engine, workload
 from sim.estimators import noisy_oracle_predict, predict, quality
 from sim.estimators.lgbm import lightgbm_fit_predict
@@ -419,5 +419,18 @@ def run_request(
     with _Reporter(progress, heartbeat_s) as reporter:
         reporter.report(0.0, "reading the jobs")
         jobs, vc_gpus = request.inputs()
-        scheduler = scheduler_config(request.dataset) if wants_scheduler(request.config) else None
+        scheduler = twin_scheduler(request.dataset) if wants_scheduler(request.config) else None
         return _run(request.config, jobs, vc_gpus, reporter, True, scheduler)
+
+
+def twin_scheduler(dataset: HasMeta) -> SlurmConfig | None:
+    """The dataset's captured Slurm configuration, which the twin replays (None: none captured, the twin is then
+    calibrated from the record; ScenarioError saying what to do when the stored one cannot be read)."""
+    try:
+        return scheduler_config(dataset)
+    except SlurmConfigError as exc:
+        raise ScenarioError(
+            f"the dataset's stored Slurm configuration cannot be read ({exc}), and the Slurm twin replays it: capture "
+            "it again (helios sync slurm --slurm-config DIR) or leave the twin out (--no-twin-baseline, or the "
+            "What-if page's twin switch)"
+        ) from None

@@ -2,6 +2,7 @@
 record) replayed on all VCs at once, reported like the other policies; and the twin as every scenario's baseline."""
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
@@ -219,3 +220,10 @@ def test_the_twin_alone_is_a_scenario_its_fit(trace):
     jobs, vc_gpus = trace
     result = run_scenario(ScenarioConfig(**WINDOW, policies=()), jobs, vc_gpus)
     assert result.summary["scheme"].to_list() == ["recorded", TWIN] and result.replay["baseline"] == TWIN
+
+
+def test_a_stored_configuration_that_cannot_be_read_is_refused_with_what_to_do():
+    broken = SimpleNamespace(meta={"slurm_config": {"nodes": "x"}})
+    with pytest.raises(ScenarioError, match=r"cannot be read \(slurm config: nodes must be a list.*--no-twin-baseline"):
+        scenario_run.twin_scheduler(broken)
+    assert scenario_run.twin_scheduler(SimpleNamespace(meta={})) is None  # none captured: the twin is calibrated
