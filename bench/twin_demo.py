@@ -25,7 +25,7 @@ import argparse
 import dataclasses
 import sys
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])  # this folder's name would shadow the `sim` package
@@ -83,7 +83,8 @@ def figures(queue_s: np.ndarray, util_pct: float) -> str:
 def product_scenario(dataset: str) -> None:
     """The What-if's scenario on the window: the calibrated twin's replay against the record, and QSSF against it."""
     began = time.perf_counter()
-    config = ScenarioConfig(dataset=dataset, cluster=CLUSTER, start=f"{START:%Y-%m-%d}", end="2020-07-31")
+    last_day = END - timedelta(days=1)  # the scenario's end day is inclusive
+    config = ScenarioConfig(dataset=dataset, cluster=CLUSTER, start=f"{START:%Y-%m-%d}", end=f"{last_day:%Y-%m-%d}")
     result = run_request(open_request(dataclasses.replace(config, policies=("qssf",))))
     took_s = time.perf_counter() - began
     print(f"What-if (twin {result.twin['source']}, {took_s:.1f} s); jobs that started in the window:")
