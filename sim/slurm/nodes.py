@@ -1,5 +1,6 @@
 """The cluster's nodes as one pool with free GPUs and CPUs per node; partitions are views over it (a node may be in
-several), and a job is placed on whole-job shares of nodes with enough free GPUs and CPUs (cons_tres-like).
+several), and a job is placed on whole-job shares of nodes in service (tables.Membership) with enough free GPUs
+and CPUs (cons_tres-like).
 
 A job of n nodes takes gpus/n GPUs and cpus/n CPUs of each (rounded up for the first nodes when they do not
 divide), on the lowest-numbered nodes of its partition that hold that share, among those the caller allows. When
@@ -27,11 +28,11 @@ def place(cl, free_g, free_c, part, gpus, cpus, n_nodes, allowed, out_node, out_
     base_g, extra_g = divmod(gpus, n_nodes)
     base_c, extra_c = divmod(cpus, n_nodes)
     if extra_g == 0 and extra_c == 0:
-        part_nodes = cl.part_nodes  # NOTE: arrays taken out of their tuples once, not at every use in a loop
+        part_nodes, node_on = cl.part_nodes, cl.node_on  # NOTE: taken out of their tuple once, not at every use
         k = 0
         for i in range(cl.part_ptr[part], cl.part_ptr[part + 1]):
             node = part_nodes[i]
-            if allowed[node] and free_g[node] >= base_g and free_c[node] >= base_c:
+            if node_on[node] and allowed[node] and free_g[node] >= base_g and free_c[node] >= base_c:
                 out_node[k], out_g[k], out_c[k] = node, base_g, base_c
                 k += 1
                 if k == n_nodes:
@@ -44,7 +45,7 @@ def place(cl, free_g, free_c, part, gpus, cpus, n_nodes, allowed, out_node, out_
 def _uneven(cl, free_g, free_c, part, base_g, extra_g, base_c, extra_c, n_nodes, allowed, out_node, out_g, out_c):
     """Larger shares on the lowest-numbered nodes that hold them, the rest on the next ones that hold theirs."""
     g0, c0 = base_g + (extra_g > 0), base_c + (extra_c > 0)
-    part_nodes, lo, hi = cl.part_nodes, cl.part_ptr[part], cl.part_ptr[part + 1]
+    part_nodes, node_on, lo, hi = cl.part_nodes, cl.node_on, cl.part_ptr[part], cl.part_ptr[part + 1]
     n_big = 0
     for k in range(n_nodes):
         if base_g + (k < extra_g) == g0 and base_c + (k < extra_c) == c0:
@@ -52,7 +53,7 @@ def _uneven(cl, free_g, free_c, part, base_g, extra_g, base_c, extra_c, n_nodes,
     big = 0
     for i in range(lo, hi):
         node = part_nodes[i]
-        if allowed[node] and free_g[node] >= g0 and free_c[node] >= c0:
+        if node_on[node] and allowed[node] and free_g[node] >= g0 and free_c[node] >= c0:
             if big < n_big:
                 out_node[big] = node
             big += 1
@@ -63,7 +64,8 @@ def _uneven(cl, free_g, free_c, part, base_g, extra_g, base_c, extra_c, n_nodes,
         node = part_nodes[i]
         if k == n_nodes:
             break
-        if allowed[node] and free_g[node] >= base_g and free_c[node] >= base_c and not _among(out_node, n_big, node):
+        ok = node_on[node] and allowed[node] and free_g[node] >= base_g and free_c[node] >= base_c
+        if ok and not _among(out_node, n_big, node):
             out_node[k] = node
             k += 1
     for k in range(n_nodes):

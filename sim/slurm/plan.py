@@ -151,13 +151,13 @@ def earliest_start(cl, free_g, free_c, running, pl, job, allowed, now_s, epoch_s
     part, gpus, cpus, n_nodes = job
     if place(cl, free_g, free_c, part, gpus, cpus, n_nodes, allowed, out_node, out_g, out_c):
         return now_s
-    part_nodes, lo, hi = cl.part_nodes, cl.part_ptr[part], cl.part_ptr[part + 1]
+    part_nodes, node_on, lo, hi = cl.part_nodes, cl.node_on, cl.part_ptr[part], cl.part_ptr[part + 1]
     usable, fitting = wr.usable, wr.fitting
     n_usable = 0
     for i in range(lo, hi):
         node = part_nodes[i]
-        usable[node] = allowed[node]
-        n_usable += allowed[node]
+        usable[node] = allowed[node] and node_on[node]
+        n_usable += usable[node]
     start = NONE
     if n_usable >= n_nodes:
         start = _freed_start(cl, free_g, free_c, running, pl, job, now_s, epoch_s, wr, out_node, out_g, out_c)

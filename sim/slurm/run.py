@@ -11,6 +11,7 @@ The loop and its passes are compiled (sim.slurm.jit); `replay` builds their tabl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -35,12 +36,15 @@ from sim.slurm.plan import (
     space_open,
 )
 from sim.slurm.priority import priorities_at, priority_at
-from sim.slurm.tables import Caps, Cluster, JobTable, Settings, TreeTable
+from sim.slurm.tables import Caps, Cluster, JobTable, Membership, Settings, TreeTable
 from sim.slurm.usage import Ledger, calc_pass, factor_of, factors, job_end, new_ledger
 
 LIMIT_CHECK_S = 30  # slurmctld checks time limits every PERIODIC_TIMEOUT seconds
 CHUNK = 4096  # timeline rows per chunk
 Placement = tuple[tuple[int, int, int], ...]  # (node, gpus, cpus) per node of an allocation
+# (second, node, in service from then on): a node leaving is drained (it takes no new job, the jobs running on it
+# stay: `scontrol update NodeName=... State=DRAIN`), one joining takes jobs from then on (`State=RESUME`)
+NodeChange = tuple[int, int, bool]
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,9 +98,10 @@ class Queue(NamedTuple):
 
 
 class Clock(NamedTuple):
-    """The passes' next seconds and whether something changed since the last backfill pass."""
+    """The passes' next seconds, whether something changed since the last backfill pass and when the cluster last
+    changed (a job started, ended or arrived, a node left or joined)."""
 
-    ticks: np.ndarray  # [next decay pass, next main pass, next backfill pass, dirty]
+    ticks: np.ndarray  # [next decay pass, next main pass, next backfill pass, dirty, last change]
 
 
 class Outcome(NamedTuple):
@@ -125,7 +130,7 @@ class Pass(NamedTuple):
 
 
 P_PENDING, R_SLOTS, R_JOBS, X_SIZE, H_SIZE, T_SIZE = 0, 1, 2, 3, 4, 5
-NEXT_CALC, NEXT_SCHED, NEXT_BF, DIRTY = 0, 1, 2, 3
+NEXT_CALC, NEXT_SCHED, NEXT_BF, DIRTY, LAST_CHANGE = 0, 1, 2, 3, 4
 
 
 class Model(NamedTuple):
@@ -147,6 +152,7 @@ class Model(NamedTuple):
     sp: Space
     wr: WillRunScratch
     ps: Pass
+    mb: Membership
 
 
 # ---------------------------------------------------------------- the queue
@@ -372,7 +378,7 @@ def start(m, job, now_s):
     m.out.timed_out[job] = end_s == kill_s and true_end_s > kill_s
     m.out.end_s[job] = end_s
     _heap_push(q, end_s, job)
-    m.clock.ticks[DIRTY] = 1
+    _changed(m, now_s)
 
 
 @compiled
@@ -393,7 +399,7 @@ def _end_jobs(m, now_s):
         q.size[R_JOBS] -= 1
         job_end(m.lg, m.st, jt, job, started, now_s)
         ended = True
-        m.clock.ticks[DIRTY] = 1
+        _changed(m, now_s)
     return ended
 
 
@@ -425,16 +431,17 @@ def _blocked(m, job):
 
 
 @compiled
-def _close(part_ptr, part_nodes, allowed, closed, waiting, part):
+def _close(cl, allowed, closed, waiting, part):
     """Take part's nodes out of the main pass and mark the partitions left without an open node; returns how many
     partitions with jobs waiting are still open."""
+    part_ptr, part_nodes, node_on = cl.part_ptr, cl.part_nodes, cl.node_on
     for i in range(part_ptr[part], part_ptr[part + 1]):
         allowed[part_nodes[i]] = False
     open_waiting = 0
     for p in range(len(closed)):
         shut = True
         for i in range(part_ptr[p], part_ptr[p + 1]):
-            if allowed[part_nodes[i]]:
+            if node_on[part_nodes[i]] and allowed[part_nodes[i]]:
                 shut = False
                 break
         closed[p] = shut
@@ -475,7 +482,7 @@ def main_pass(m, now_s, depth):
             if waiting[part] == 0 and not closed[part]:
                 open_waiting -= 1
         else:
-            open_waiting = _close(cl.part_ptr, cl.part_nodes, allowed, closed, waiting, part)
+            open_waiting = _close(cl, allowed, closed, waiting, part)
         if open_waiting == 0:
             break
     if first_started >= 0:
@@ -625,8 +632,30 @@ def _arrive(m, now_s, first, stop):
             q.part_pending[jt.partition[job]] += 1
             q.group_queued[jt.group[job]] += 1
             arrived = True
-            m.clock.ticks[DIRTY] = 1
+            _changed(m, now_s)
     return arrived
+
+
+@compiled
+def _change_nodes(m, now_s):
+    """Apply the nodes' changes due by now_s; whether there were any."""
+    mb, node_on = m.mb, m.cl.node_on
+    k = mb.next[0]
+    while k < len(mb.t_s) and mb.t_s[k] <= now_s:
+        node_on[mb.node[k]] = mb.on[k]
+        k += 1
+    changed = k > mb.next[0]
+    mb.next[0] = k
+    if changed:
+        _changed(m, now_s)
+    return changed
+
+
+@compiled
+def _changed(m, now_s):
+    """Note that the cluster changed at now_s (the next backfill pass has work)."""
+    m.clock.ticks[DIRTY] = 1
+    m.clock.ticks[LAST_CHANGE] = now_s
 
 
 @compiled
@@ -634,6 +663,7 @@ def on_time(m, now_s, first, stop, tl_t, tl_used, tl_queued):
     """Advance the replay through second now_s (jobs first .. stop arrive); returns its next own event second."""
     st, ticks = m.st, m.clock.ticks
     event = _end_jobs(m, now_s)
+    event |= _change_nodes(m, now_s)
     event |= _arrive(m, now_s, first, stop)
     if now_s == ticks[NEXT_CALC]:
         _calc_pass(m, now_s)
@@ -651,8 +681,34 @@ def on_time(m, now_s, first, stop, tl_t, tl_used, tl_queued):
 
 
 @compiled
+def _settled(m, now_s):
+    """Whether the jobs still waiting can never start: nothing runs, no node is left to change, and none of them fits
+    the nodes in service, or the passes have long seen them and their order no longer changes (the main and the
+    backfill pass since the cluster's last change; under multifactor, also the age factor's growth to its maximum
+    and two priority passes: a fair-share factor moving on after that is not followed)."""
+    q, st = m.q, m.st
+    if q.size[R_JOBS] or m.mb.next[0] < len(m.mb.t_s):
+        return False
+    settle_s = 2 * max(st.sched_interval_s, st.bf_interval_s)
+    if st.multifactor:
+        settle_s += st.max_age_s + 2 * st.calc_period_s
+    if now_s > m.clock.ticks[LAST_CHANGE] + settle_s:
+        return True
+    jt, ps = m.jt, m.ps
+    for i in range(q.size[P_PENDING]):
+        job = q.pending[i]
+        g, c, k = jt.gpus[job], jt.cpus[job], jt.nodes[job]
+        if place(m.cl, m.free_g, m.free_c, jt.partition[job], g, c, k, ps.every, ps.out_node, ps.out_g, ps.out_c):
+            return False
+    return True
+
+
+@compiled
 def _next_event(m, now_s):
+    """The replay's next own event second (NEVER once the jobs still waiting can never start: _settled)."""
     q, st, ticks = m.q, m.st, m.clock.ticks
+    if q.size[P_PENDING] and _settled(m, now_s):
+        return NEVER
     nxt = q.heap_end[0] if q.size[H_SIZE] else NEVER
     if q.size[P_PENDING] or q.size[R_JOBS]:
         if ticks[NEXT_CALC] <= now_s:  # clocks that fell behind while the replay was idle
@@ -666,6 +722,8 @@ def _next_event(m, now_s):
         nxt = min(nxt, ticks[NEXT_SCHED])
         if st.backfill and ticks[DIRTY]:
             nxt = min(nxt, ticks[NEXT_BF])
+        if m.mb.next[0] < len(m.mb.t_s):  # NOTE: with nothing waiting, a change waits for the next event
+            nxt = min(nxt, m.mb.t_s[m.mb.next[0]])
     return nxt
 
 
@@ -775,10 +833,13 @@ def _pass(n_nodes: int, n_parts: int, deferred: int, widest: int) -> Pass:
     return Pass(allowed, every, _ints(n_parts), avail, closed, _ints(n_parts), _ints(deferred), *placement, unfit)
 
 
-def build_model(config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, groups=None, epoch_s: int = 0) -> Model:
+def build_model(
+    config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, groups=None, epoch_s: int = 0, changes=()
+) -> Model:
     """The tables and the empty state of a replay of jobs on config (the arguments as replay's)."""
     group, n_groups = (jobs.partition, len(config.partitions)) if groups is None else groups
     cl, tt = tables.cluster_table(config), tables.tree_table(jobs.tree)
+    mb = tables.membership_table(changes)
     caps = tables.caps_table(config, jobs.tree)
     active = tables.limits_active(config, caps)
     jt = _job_table(config, jobs, cl, tt, caps, group, active)
@@ -786,7 +847,7 @@ def build_model(config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, groups=No
     s, p = config.sched, config.priority
     tested = max(min(s.bf_max_job_test, n), 1)
     ticks = [next_tick(0, boot_s, p.calc_period_s), next_tick(1, boot_s, s.sched_interval_s)]
-    ticks += [next_tick(1, boot_s, s.bf_interval_s), 0]
+    ticks += [next_tick(1, boot_s, s.bf_interval_s), 0, 0]
     rows = int(jt.place_ptr[-1])
     return Model(
         cl,
@@ -805,6 +866,7 @@ def build_model(config: SlurmConfig, jobs: SlurmJobs, boot_s: int = 0, groups=No
         new_space(tested, n_nodes),
         new_will_run(n_nodes, n),
         _pass(n_nodes, n_parts, tested, int(jt.nodes.max(initial=1))),
+        mb,
     )
 
 
@@ -829,11 +891,12 @@ def replay(
     boot_s: int = 0,
     groups: tuple[np.ndarray, int] | None = None,
     epoch_s: int = 0,
+    changes: Sequence[NodeChange] = (),
 ) -> SlurmOutcome:
     """Replay jobs on the cluster of config with its scheduler (boot_s: slurmctld's start in replay seconds; groups:
     each job's timeline group and the number of groups, partitions by default; epoch_s: the clock's second at
-    replay second 0, on which the will-run test aligns its windows)."""
-    m = build_model(config, jobs, boot_s, groups, epoch_s)
+    replay second 0, on which the will-run test aligns its windows; changes: nodes joining and leaving)."""
+    m = build_model(config, jobs, boot_s, groups, epoch_s, changes)
     width = m.st.n_groups
     tl_t, tl_used, tl_queued = (
         List([np.zeros(CHUNK, dtype=np.int64)]),

@@ -7,6 +7,7 @@ A cap of -1 means none. Lists of lists are stored as CSR pairs: the items of row
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -27,7 +28,7 @@ def csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Cluster(NamedTuple):
-    """Nodes (GPUs, CPUs) and each partition's nodes, lowest first."""
+    """Nodes (GPUs, CPUs) and each partition's nodes, lowest first, and whether each node takes jobs now."""
 
     node_gpus: np.ndarray
     node_cpus: np.ndarray
@@ -35,6 +36,17 @@ class Cluster(NamedTuple):
     part_nodes: np.ndarray
     node_ptr: np.ndarray  # the partitions each node is in
     node_parts: np.ndarray
+    node_on: np.ndarray  # bool per node: in service (see Membership)
+
+
+class Membership(NamedTuple):
+    """When nodes leave and join during a replay (run.NodeChange): at second t_s[k] node node[k] goes out of service
+    (drained: its running jobs stay) or back in; next[0] is the first change not yet applied."""
+
+    t_s: np.ndarray
+    node: np.ndarray
+    on: np.ndarray
+    next: np.ndarray
 
 
 class JobTable(NamedTuple):
@@ -125,6 +137,19 @@ def cluster_table(config: SlurmConfig) -> Cluster:
         nodes,
         node_ptr,
         node_parts,
+        np.ones(len(config.nodes), dtype=np.bool_),
+    )
+
+
+def membership_table(changes: Sequence[tuple[int, int, bool]]) -> Membership:
+    """The nodes' changes (second, node, in service from then on) in time order (a change at second 0 or before
+    holds from the replay's start)."""
+    rows = sorted(((int(t), int(n), bool(on)) for t, n, on in changes), key=lambda r: r[0])
+    return Membership(
+        np.array([r[0] for r in rows], dtype=np.int64),
+        np.array([r[1] for r in rows], dtype=np.int64),
+        np.array([r[2] for r in rows], dtype=np.bool_),
+        np.zeros(1, dtype=np.int64),
     )
 
 

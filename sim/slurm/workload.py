@@ -9,6 +9,7 @@ with a recorded limit runs until the limit stops it (without one, for its record
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import datetime
 
 import numpy as np
@@ -17,7 +18,7 @@ from analytics.slurm_config import SlurmConfig
 from sim.model import SimConfig, SimResult, VCResult, Workload
 from sim.policies import NO_PRIORITY
 from sim.slurm.jobs import NEVER_S, SlurmJobs, build_jobs
-from sim.slurm.run import SlurmOutcome, replay
+from sim.slurm.run import NodeChange, SlurmOutcome, replay
 
 _US_PER_S = 1_000_000
 
@@ -58,12 +59,13 @@ def slurm_jobs(config: SlurmConfig, w: Workload) -> tuple[SlurmJobs, list[str]]:
     )
 
 
-def simulate_slurm(config: SlurmConfig, sim: SimConfig, w: Workload) -> SimResult:
-    """Replay w with the cluster's scheduler and return one VCResult per VC (timelines per VC's partition)."""
+def simulate_slurm(config: SlurmConfig, sim: SimConfig, w: Workload, changes: Sequence[NodeChange] = ()) -> SimResult:
+    """Replay w with the cluster's scheduler (changes: its nodes leaving and joining) and return one VCResult per VC
+    (timelines per VC's partition)."""
     t = time.perf_counter()
     jobs, _ = slurm_jobs(config, w)
     groups = (w.vc_index, len(w.vc_names))
-    out = replay(config, jobs, boot_offset_s(config, w.t0_us), groups, w.t0_us // _US_PER_S)
+    out = replay(config, jobs, boot_offset_s(config, w.t0_us), groups, w.t0_us // _US_PER_S, changes)
     vcs = {name: _vc_result(w, v, out) for v, name in enumerate(w.vc_names)}
     return SimResult(w, sim, vcs, int((~out.runnable).sum()), time.perf_counter() - t)
 

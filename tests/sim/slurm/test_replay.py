@@ -33,8 +33,8 @@ def _config(**kw) -> SlurmConfig:
     return SlurmConfig(**base)
 
 
-def _run(config, rows, boot_s=0):
-    """rows: (submit_s, duration_s, gpus, limit_s, partition, account, user)."""
+def _run(config, rows, boot_s=0, changes=()):
+    """rows: (submit_s, duration_s, gpus, limit_s, partition, account, user); changes: run.NodeChange."""
     cols = list(zip(*rows, strict=True))
     jobs, _ = build_jobs(
         config,
@@ -47,7 +47,7 @@ def _run(config, rows, boot_s=0):
         account=list(cols[5]),
         user=list(cols[6]),
     )
-    return replay(config, jobs, boot_s)
+    return replay(config, jobs, boot_s, changes=changes)
 
 
 BACKFILL_CASE = [
@@ -111,6 +111,38 @@ def test_a_job_larger_than_its_accounts_cap_never_starts_and_the_replay_ends():
     out = _run(config, rows)
     assert out.start_s[0] == -1 and not out.runnable[0]
     assert out.start_s[1] == 1 and out.start_s[2] == 2
+
+
+TWO_NODES = {"nodes": (NodeSpec("n1", 8, 32), NodeSpec("n2", 8, 32)), "partitions": (PartitionSpec("a", (0, 1)),)}
+DRAIN_CASE = [
+    (0, 100, 16, None, "a", "x", "u1"),  # on both nodes 0..100; n2 is drained at 50 under it
+    (60, 10, 8, None, "a", "x", "u1"),  # one node: n1 once the first ends
+    (61, 10, 16, None, "a", "x", "u2"),  # two nodes: only when n2 is back
+]
+
+
+def test_a_drained_node_keeps_its_running_job_and_takes_no_new_one():
+    config = _config(**TWO_NODES)
+    out = _run(config, DRAIN_CASE, changes=[(50, 1, False), (500, 1, True)])
+    assert out.end_s[0] == 100 and out.start_s[1] == 100 and out.placement[1] == ((0, 8, 8),)
+    assert out.start_s[2] == 500
+
+
+def test_jobs_that_no_node_left_in_service_can_hold_wait_and_the_replay_ends():
+    out = _run(_config(**TWO_NODES), DRAIN_CASE, changes=[(50, 1, False)])
+    assert out.start_s.tolist() == [0, 100, -1] and out.runnable[2]
+
+
+def test_a_job_held_for_ever_behind_one_that_never_fits_ends_the_replay_unstarted():
+    config = _config(**TWO_NODES, sched=replace(FAST, backfill=False))  # sched/builtin: strict order
+    rows = [(10, 50, 16, None, "a", "x", "u1"), (11, 50, 8, None, "a", "x", "u1")]
+    out = _run(config, rows, changes=[(0, 1, False)])
+    assert out.start_s.tolist() == [-1, -1]
+
+
+def test_a_node_joining_takes_the_waiting_jobs_from_its_second():
+    out = _run(_config(**TWO_NODES), [(10, 50, 16, None, "a", "x", "u1")], changes=[(0, 1, False), (200, 1, True)])
+    assert out.start_s[0] == 200
 
 
 def test_qos_per_user_gpu_limit():
