@@ -51,6 +51,9 @@ class Workload:
     recorded_start_s: np.ndarray | None = None  # int64 seconds since t0 of the real start, -1 when unknown
     recorded_ended: np.ndarray | None = None  # bool, False for jobs unfinished when the trace was cut (no real JCT)
     scheduler: SchedulerColumns | None = None  # user, account, partition, limits (what the slurm policy reads)
+    # per VC, its nodes as steps (second since t0, nodes from then on) where the capacity is known by day; the
+    # Slurm twin follows them, the other policies run on vc_nodes
+    vc_node_steps: tuple[tuple[tuple[int, int], ...], ...] | None = None
 
     def __len__(self) -> int:
         return int(self.job_id.shape[0])

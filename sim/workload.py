@@ -99,6 +99,29 @@ def vc_nodes_mean(
     return {vc: (max(1, round(g / gpus_per_node)) if g > 0 else 0) for vc, g in mean.iter_rows() if vc is not None}
 
 
+def vc_node_steps(
+    vc_gpus: pl.DataFrame, cluster: str, start: datetime, end: datetime, gpus_per_node: int = GPUS_PER_NODE
+) -> dict[str, tuple[tuple[int, int], ...]]:
+    """Per VC of cluster, its nodes over [start, end] as steps (second since start, nodes from then on): the
+    first at second 0, then one at each midnight where the day's GPUs (the latest earlier day's when a day has no
+    row, the first row's before it) over gpus_per_node, rounded and at least 1 when there are GPUs, change."""
+    days = pl.date_range(start.date(), end.date(), "1d", eager=True).alias("date").to_frame()
+    rows = vc_gpus.filter(pl.col("cluster") == cluster).select("vc", "date", pl.col("gpus").cast(pl.Float64))
+    grid = rows.select("vc").unique().join(days, how="cross").join(rows, on=["vc", "date"], how="full", coalesce=True)
+    grid = grid.sort("vc", "date").with_columns(pl.col("gpus").forward_fill().backward_fill().over("vc"))
+    grid = grid.filter(pl.col("date").is_between(start.date(), end.date()) & pl.col("vc").is_not_null())
+    out: dict[str, tuple[tuple[int, int], ...]] = {}
+    for (vc,), part in grid.group_by(["vc"], maintain_order=True):
+        steps: list[tuple[int, int]] = []
+        for day, gpus in part.select("date", "gpus").iter_rows():
+            nodes = max(1, round(gpus / gpus_per_node)) if gpus > 0 else 0
+            if not steps or steps[-1][1] != nodes:
+                since = datetime.combine(day, datetime.min.time()) - start
+                steps.append((max(0, int(since.total_seconds())), nodes))
+        out[vc] = tuple(steps)
+    return out
+
+
 def pool_whole_cluster(window: Window, vc_nodes: dict[str, int]) -> Window:
     """When only the whole cluster's capacity is known (VC `*`, e.g. Alibaba), every VC's jobs share that one pool."""
     if WHOLE_CLUSTER_VC not in vc_nodes or any(vc in vc_nodes for vc in window.vcs if vc != WHOLE_CLUSTER_VC):

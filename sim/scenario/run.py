@@ -7,6 +7,7 @@ heartbeat; `run_request(request, progress)` runs a `ScenarioRequest` on its open
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -239,8 +240,26 @@ def _prepare(config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, 
     reporter.report(step * 0.5, f"predicting durations ({config.estimator})")
     predicted, importance = predictions_and_importance(config.estimator, window, config.seed, config.noise_level)
     w = workload.to_workload(window, scaled, predicted, config.load_factor)
-    as_recorded = dataclasses.replace(w, vc_nodes=tuple(int(nodes.get(v, 0)) for v in w.vc_names))
+    steps = workload.vc_node_steps(vc_gpus, config.cluster, window.start, window.end, config.gpus_per_node)
+    as_recorded = dataclasses.replace(
+        w,
+        vc_nodes=tuple(int(nodes.get(v, 0)) for v in w.vc_names),
+        vc_node_steps=_steps_of(w, steps, config.load_factor, 1.0),
+    )
+    w = dataclasses.replace(w, vc_node_steps=_steps_of(w, steps, config.load_factor, config.capacity_scale))
     return window, w, as_recorded, importance
+
+
+def _steps_of(w: Workload, steps: dict, load_factor: float, capacity_scale: float):
+    """w's VCs' node steps (no node for a VC without capacity rows) on the scenario's time axis (compressed by the load
+    factor as the submissions are) with its capacity scale."""
+    out = []
+    for v in w.vc_names:
+        own = steps.get(v, ((0, 0),))
+        out.append(
+            tuple((math.floor(t / load_factor), workload.scale_nodes({v: n}, capacity_scale)[v]) for t, n in own)
+        )
+    return tuple(out)
 
 
 def twin_calibration(w: Workload, scheduler: SlurmConfig | None, gpus_per_node: int) -> Calibration:
@@ -253,7 +272,7 @@ def twin_calibration(w: Workload, scheduler: SlurmConfig | None, gpus_per_node: 
 
 def _changed_twin(config: ScenarioConfig, twin: Calibration, w: Workload) -> SlurmConfig:
     """The twin's configuration with the scenario's knobs and capacity scale (ScenarioError when a knob cannot): a
-    captured one's nodes scaled, a calibrated one's on w's (scaled) VC capacities, as the other policies get them."""
+    captured one's nodes scaled, a calibrated one's on w's (scaled) VC capacities of each day."""
     try:
         base = scaled_nodes(twin.config, config.capacity_scale) if twin.source == CAPTURED else twin.on_nodes_of(w)
         return with_knobs(base, config.twin)
@@ -269,7 +288,9 @@ def _unchanged(config: ScenarioConfig) -> bool:
 def _simulate(config, policy: str, w: Workload, twin: Calibration, on_vc) -> SimResult:
     if policy not in CLUSTER_WIDE:
         return simulate(_sim_config(config, policy), w, on_vc)
-    return simulate_slurm(_changed_twin(config, twin, w), _sim_config(config, policy), twin.jobs_of(w))
+    return simulate_slurm(
+        _changed_twin(config, twin, w), _sim_config(config, policy), twin.jobs_of(w), twin.changes_of(w)
+    )
 
 
 def _add_result(schemes: _Schemes, scheme: str, result: SimResult, capacity_gpus: int | None = None) -> None:
@@ -298,7 +319,8 @@ def _replay_twin(w_recorded: Workload, schemes: _Schemes, reporter: _Reporter, s
     """Replay the twin on the cluster as it was (its own capacity, no knob; the scenario's load) as the baseline."""
     t = time.perf_counter()
     reporter.report(step, f"replaying the Slurm twin ({twin.source})")
-    result = simulate_slurm(twin.config, SimConfig(policy="slurm"), twin.jobs_of(w_recorded))
+    jobs = twin.jobs_of(w_recorded)
+    result = simulate_slurm(twin.config, SimConfig(policy="slurm"), jobs, twin.changes_of(w_recorded))
     schemes.twin = result
     _add_result(schemes, TWIN, result, schemes.recorded_capacity)
     stage_s[TWIN] = time.perf_counter() - t

@@ -1,8 +1,9 @@
 """A Slurm configuration for a trace that recorded none, calibrated from what the trace records (docs/twin.md,
 "A trace without a configuration"):
 
-- partitions: each VC a partition over its own nodes of gpus_per_node GPUs (the VC capacities the other policies
-  use);
+- partitions: each VC a partition over its own nodes of gpus_per_node GPUs, as many in service as its capacity of
+  each day where the trace records it by day (a VC that shrinks at midnight drains its highest-numbered nodes, one
+  that grows brings nodes in), else the VC capacities the other policies use;
 - limits: each user of a VC capped (GrpTRES=gres/gpu on the user's association) at the most GPUs their jobs held at
   once in the record, at least their largest job's, so that a cap never keeps a job from ever starting;
 - time limits: the trace's own where it records them, else none (a job runs to its recorded end, and backfill, which
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -21,9 +23,12 @@ import polars as pl
 from analytics.slurm_config import AssocSpec, NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
 from sim.model import Workload
 
+if TYPE_CHECKING:
+    from sim.slurm.run import NodeChange
+
 CPUS_PER_NODE = 64  # the trace records no CPUs per node; the replay asks one CPU per GPU, so CPUs never bind
 CAPTURED, CALIBRATED = "captured", "calibrated"
-PARTITIONS = "each VC a partition on its own nodes (the VC capacities of the window)"
+PARTITIONS = "each VC a partition on its own nodes, as many in service as its capacity of each day"
 USER_CAPS = "each user capped in their VC at the most GPUs their jobs held at once in the record"
 LIMITS = "time limits: the trace's own where it records them, else none (backfill then starts whatever fits now)"
 ORDERING = "priority/basic (first submitted, first considered) with sched/backfill at Slurm's defaults"
@@ -54,6 +59,10 @@ class Calibration:
         nodes = vc_cluster(w, self.gpus_per_node)
         return dataclasses.replace(self.config, nodes=nodes.nodes, partitions=nodes.partitions)
 
+    def changes_of(self, w: Workload) -> list[NodeChange]:
+        """A calibrated twin's nodes leaving and joining as w's VC capacities step by day (none for a captured one)."""
+        return node_changes(w) if self.source == CALIBRATED else []
+
 
 def vc_cluster(
     w: Workload,
@@ -61,11 +70,11 @@ def vc_cluster(
     priority: PrioritySpec | None = None,
     sched: SchedSpec | None = None,
 ) -> SlurmConfig:
-    """One partition per VC of w on that VC's nodes of gpus_per_node GPUs (priority/basic and sched/backfill with
-    Slurm's defaults unless given)."""
+    """One partition per VC of w on that VC's nodes of gpus_per_node GPUs (vc_node_counts; priority/basic and
+    sched/backfill with Slurm's defaults unless given)."""
     nodes: list[NodeSpec] = []
     partitions: list[PartitionSpec] = []
-    for name, n_nodes in zip(w.vc_names, w.vc_nodes, strict=True):
+    for name, n_nodes in zip(w.vc_names, vc_node_counts(w), strict=True):
         first = len(nodes)
         nodes += [NodeSpec(f"{name}-{k}", gpus_per_node, CPUS_PER_NODE) for k in range(n_nodes)]
         partitions.append(PartitionSpec(name, tuple(range(first, len(nodes)))))
@@ -75,6 +84,31 @@ def vc_cluster(
         priority=priority or PrioritySpec(),
         sched=sched or SchedSpec(),
     )
+
+
+def vc_node_counts(w: Workload) -> tuple[int, ...]:
+    """Each VC's nodes in vc_cluster: the most it has at any step when its capacity steps by day, else vc_nodes."""
+    if w.vc_node_steps is None:
+        return w.vc_nodes
+    return tuple(max((n for _, n in steps), default=0) for steps in w.vc_node_steps)
+
+
+def node_changes(w: Workload) -> list[NodeChange]:
+    """vc_cluster's nodes leaving and joining as w's VC capacities step: at each step a VC's first n nodes are in
+    service and the others drained (the highest-numbered go first, as first-fit fills the lowest)."""
+    if w.vc_node_steps is None:
+        return []
+    out: list[NodeChange] = []
+    first = 0
+    for steps, size in zip(w.vc_node_steps, vc_node_counts(w), strict=True):
+        on = [True] * size
+        for t_s, n_nodes in steps:
+            for k in range(size):
+                if on[k] != (k < n_nodes):
+                    on[k] = k < n_nodes
+                    out.append((t_s, first + k, on[k]))
+        first += size
+    return out
 
 
 def user_gpu_caps(w: Workload) -> dict[tuple[str, str], int]:
@@ -114,7 +148,9 @@ def calibrated(w: Workload, gpus_per_node: int) -> Calibration:
     users = tuple(AssocSpec(account=vc, user=user, grp_gpus=cap) for (vc, user), cap in sorted(caps.items()))
     assocs = accounts + users
     config = SlurmConfig(nodes=config.nodes, partitions=config.partitions, assocs=assocs)
-    nodes = f"{len(w.vc_names)} VCs, {sum(w.vc_nodes):,} nodes of {gpus_per_node} GPUs"
+    steps = sum(len(s) - 1 for s in w.vc_node_steps) if w.vc_node_steps is not None else 0
+    changed = f", {steps:,} changes of a VC's capacity in the window" if steps else ", none changing in the window"
+    nodes = f"{len(w.vc_names)} VCs, up to {len(config.nodes):,} nodes of {gpus_per_node} GPUs{changed}"
     capped = f"{len(caps):,} users" if caps else "none: the trace records no users or no start times"
     limits = w.scheduler.timelimit_s if w.scheduler is not None else None
     limited = int((limits > 0).sum()) if limits is not None else 0

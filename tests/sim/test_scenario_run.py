@@ -412,6 +412,21 @@ def test_vc_nodes_are_the_mean_gpus_over_the_window():
     assert workload.vc_nodes_mean(caps, "Earth", date(2020, 4, 1), date(2020, 4, 4)) == {"vcA": 4, "vcB": 1}
 
 
+def test_vc_node_steps_follow_the_days_capacity_from_the_windows_start():
+    caps = pl.DataFrame(
+        {
+            "cluster": ["Earth"] * 4,
+            "vc": ["vcA", "vcA", "vcB", "vcB"],
+            "date": [date(2020, 4, 1), date(2020, 4, 3), date(2020, 4, 2), date(2020, 4, 4)],
+            "gpus": [16, 48, 8, 0],
+        }
+    )
+    steps = workload.vc_node_steps(caps, "Earth", datetime(2020, 4, 1, 12), datetime(2020, 4, 4, 23))
+    # vcA: 2 nodes from the start, 6 from Apr 3's midnight (36 h on); vcB: 1 node (its first row's before it), 0
+    # from Apr 4
+    assert steps == {"vcA": ((0, 2), (129_600, 6)), "vcB": ((0, 1), (216_000, 0))}
+
+
 def test_utilisation_counts_gpu_seconds_to_the_second_not_ten_minute_samples():
     from types import SimpleNamespace
 

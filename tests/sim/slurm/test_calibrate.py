@@ -7,7 +7,7 @@ import numpy as np
 
 from analytics.slurm_config import PrioritySpec, SchedSpec, check
 from sim.model import SchedulerColumns, Workload
-from sim.slurm.calibrate import CALIBRATED, calibrated, user_gpu_caps, vc_cluster
+from sim.slurm.calibrate import CALIBRATED, calibrated, node_changes, user_gpu_caps, vc_cluster
 
 
 def _workload() -> Workload:
@@ -29,6 +29,14 @@ def test_each_vc_is_a_partition_over_its_own_nodes():
     assert [(p.name, p.nodes) for p in config.partitions] == [("vcA", (0, 1)), ("vcB", (2, 3, 4))]
     assert {n.gpus for n in config.nodes} == {8} and len(config.nodes) == 5
     assert config.priority == PrioritySpec() and config.sched == SchedSpec()
+
+
+def test_a_vc_whose_capacity_steps_has_its_most_nodes_and_drains_the_highest_first():
+    w = replace(_workload(), vc_node_steps=(((0, 2),), ((0, 1), (3_600, 3), (7_200, 2))))
+    config = check(vc_cluster(w, 8))
+    assert [(p.name, p.nodes) for p in config.partitions] == [("vcA", (0, 1)), ("vcB", (2, 3, 4))]
+    assert node_changes(w) == [(0, 3, False), (0, 4, False), (3_600, 3, True), (3_600, 4, True), (7_200, 4, False)]
+    assert node_changes(_workload()) == []
 
 
 def test_the_given_scheduler_settings_are_kept():

@@ -222,6 +222,19 @@ def test_the_twin_alone_is_a_scenario_its_fit(trace):
     assert result.summary["scheme"].to_list() == ["recorded", TWIN] and result.replay["baseline"] == TWIN
 
 
+DAY_S = 86_400
+
+
+def test_the_calibrated_twin_follows_a_vcs_capacity_day_by_day(trace):
+    jobs, vc_gpus = trace
+    day = pl.col("date").dt.strftime("%Y-%m-%d")
+    grown = pl.when((pl.col("vc") == "vcC") & (day == "2020-04-06")).then(0).otherwise(pl.col("gpus"))
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=()), jobs, vc_gpus.with_columns(grown.alias("gpus")))
+    twin = result.records.filter((pl.col("scheme") == TWIN) & (pl.col("vc") == "vcC"))
+    assert twin.filter(pl.col("submit_s") < DAY_S).height > 0
+    assert twin.filter(pl.col("start_s") >= 0)["start_s"].min() == DAY_S  # Apr 6's jobs wait for its node to join
+
+
 def test_a_stored_configuration_that_cannot_be_read_is_refused_with_what_to_do():
     broken = SimpleNamespace(meta={"slurm_config": {"nodes": "x"}})
     with pytest.raises(ScenarioError, match=r"cannot be read \(slurm config: nodes must be a list.*--no-twin-baseline"):
