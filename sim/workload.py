@@ -104,12 +104,16 @@ def vc_node_steps(
 ) -> dict[str, tuple[tuple[int, int], ...]]:
     """Per VC of cluster, its nodes over [start, end] as steps (second since start, nodes from then on): the
     first at second 0, then one at each midnight where the day's GPUs (the latest earlier day's when a day has no
-    row, the first row's before it) over gpus_per_node, rounded and at least 1 when there are GPUs, change."""
+    row, none before a VC's first row) over gpus_per_node, rounded and at least 1 when there are GPUs, change: the
+    days vc_nodes_mean averages."""
     days = pl.date_range(start.date(), end.date(), "1d", eager=True).alias("date").to_frame()
     rows = vc_gpus.filter(pl.col("cluster") == cluster).select("vc", "date", pl.col("gpus").cast(pl.Float64))
     grid = rows.select("vc").unique().join(days, how="cross").join(rows, on=["vc", "date"], how="full", coalesce=True)
-    grid = grid.sort("vc", "date").with_columns(pl.col("gpus").forward_fill().backward_fill().over("vc"))
+    grid = grid.sort("vc", "date").with_columns(pl.col("gpus").forward_fill().over("vc"))
     grid = grid.filter(pl.col("date").is_between(start.date(), end.date()) & pl.col("vc").is_not_null())
+    if grid.get_column("gpus").is_null().all():  # no row on or before the window: vc_nodes_mean's fallback
+        return {vc: ((0, n),) for vc, n in vc_nodes_on(vc_gpus, cluster, start.date(), gpus_per_node).items()}
+    grid = grid.with_columns(pl.col("gpus").fill_null(0))
     out: dict[str, tuple[tuple[int, int], ...]] = {}
     for (vc,), part in grid.group_by(["vc"], maintain_order=True):
         steps: list[tuple[int, int]] = []

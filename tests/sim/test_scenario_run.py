@@ -422,9 +422,11 @@ def test_vc_node_steps_follow_the_days_capacity_from_the_windows_start():
         }
     )
     steps = workload.vc_node_steps(caps, "Earth", datetime(2020, 4, 1, 12), datetime(2020, 4, 4, 23))
-    # vcA: 2 nodes from the start, 6 from Apr 3's midnight (36 h on); vcB: 1 node (its first row's before it), 0
-    # from Apr 4
-    assert steps == {"vcA": ((0, 2), (129_600, 6)), "vcB": ((0, 1), (216_000, 0))}
+    # vcA: 2 nodes from the start, 6 from Apr 3's midnight (36 h on); vcB: none before its first row, 1 node from
+    # Apr 2, none from Apr 4
+    assert steps == {"vcA": ((0, 2), (129_600, 6)), "vcB": ((0, 0), (43_200, 1), (216_000, 0))}
+    early = workload.vc_node_steps(caps, "Earth", datetime(2020, 3, 1), datetime(2020, 3, 2))
+    assert early == {"vcA": ((0, 2),)}  # before any row: vc_nodes_on's first day (vcB has no row on it)
 
 
 def test_utilisation_counts_gpu_seconds_to_the_second_not_ten_minute_samples():
