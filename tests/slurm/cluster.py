@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from analytics.ingest.slurm import SACCT_FIELDS
 
 NODE = "node1"
@@ -60,6 +62,16 @@ def check_can_start() -> None:
         raise SlurmMissing(f"Slurm not installed: {', '.join(missing)} missing (apt-get install -y {PACKAGES})")
     if os.geteuid() != 0:
         raise SlurmMissing("the Slurm test cluster needs root (it runs slurmd and mknod)")
+
+
+def require_slurm() -> None:
+    """Skip the calling test without REQUIRE_SLURM=1; with it, fail when no Slurm test cluster can start here."""
+    if os.environ.get("REQUIRE_SLURM") != "1":
+        pytest.skip(f"real Slurm test: set REQUIRE_SLURM=1 with Slurm installed (apt-get install -y {PACKAGES})")
+    try:
+        check_can_start()
+    except SlurmMissing as exc:
+        pytest.fail(f"{exc} and REQUIRE_SLURM=1")
 
 
 @dataclass(frozen=True)

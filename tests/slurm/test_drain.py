@@ -5,7 +5,6 @@ missing)."""
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime
 
@@ -15,7 +14,7 @@ import pytest
 from analytics.slurm_config import NodeSpec, PartitionSpec, SchedSpec, SlurmConfig
 from sim.slurm.jobs import build_jobs
 from sim.slurm.run import replay
-from tests.slurm.cluster import ACCOUNTS, CPUS, GPUS, NODE, PACKAGES, SlurmMissing, check_can_start, slurm_cluster
+from tests.slurm.cluster import ACCOUNTS, CPUS, GPUS, NODE, require_slurm, slurm_cluster
 
 pytestmark = pytest.mark.slow
 RUNNING_S, WAITING_S, BF_INTERVAL_S = 20, 2, 5  # the cluster's SchedulerParameters: bf_interval=5
@@ -37,12 +36,7 @@ def _jobs(cluster, ids: list[int]) -> dict[int, dict[str, str]]:
 def drained(tmp_path_factory):
     """Job a running when the node is drained, job b submitted while it is, then the node resumed: sacct's rows of
     both and the drain and resume times (epoch seconds)."""
-    if os.environ.get("REQUIRE_SLURM") != "1":
-        pytest.skip(f"real Slurm test: set REQUIRE_SLURM=1 with Slurm installed (apt-get install -y {PACKAGES})")
-    try:
-        check_can_start()
-    except SlurmMissing as exc:
-        pytest.fail(f"{exc} and REQUIRE_SLURM=1")
+    require_slurm()
     with slurm_cluster() as cluster:
         a = cluster.sbatch(U1, "-p", "vcA", "-c", "1", "--gres=gpu:4", script=f"sleep {RUNNING_S}")
         cluster.wait_for_state(str(a), "RUNNING")

@@ -4,14 +4,13 @@ the second, and every number is checked against what was submitted (about 2 minu
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import polars as pl
 import pytest
 
 from tests.slurm import workload
-from tests.slurm.cluster import CLUSTER, GPUS, PACKAGES, PARTITIONS, SlurmMissing, check_can_start, slurm_cluster
+from tests.slurm.cluster import CLUSTER, GPUS, PARTITIONS, require_slurm, slurm_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -19,12 +18,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory) -> workload.Outcome:
     """The scenario's outcome on a fresh cluster (skipped without REQUIRE_SLURM=1, failed when Slurm is missing)."""
-    if os.environ.get("REQUIRE_SLURM") != "1":
-        pytest.skip(f"real Slurm test: set REQUIRE_SLURM=1 with Slurm installed (apt-get install -y {PACKAGES})")
-    try:
-        check_can_start()
-    except SlurmMissing as exc:
-        pytest.fail(f"{exc} and REQUIRE_SLURM=1")
+    require_slurm()
     folder = tmp_path_factory.mktemp("slurm")
     with slurm_cluster() as cluster:
         return workload.run_scenario(cluster, folder / "exports", folder / "data")
