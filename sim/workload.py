@@ -83,42 +83,49 @@ def vc_nodes_on(vc_gpus: pl.DataFrame, cluster: str, on: date, gpus_per_node: in
     return {vc: int(g) // gpus_per_node for vc, g in latest.iter_rows()}
 
 
+def _daily_gpus(vc_gpus: pl.DataFrame, cluster: str, first: date, last: date) -> pl.DataFrame | None:
+    """Each VC of cluster's GPUs on every day first..last (vc, date, gpus; a day without a row the latest earlier
+    day's, none before a VC's first row), None when no day of the window has a row."""
+    rows = vc_gpus.filter(pl.col("cluster") == cluster).select("vc", "date", pl.col("gpus").cast(pl.Float64))
+    if rows.filter(pl.col("date").is_between(first, last)).is_empty():
+        return None
+    days = pl.date_range(first, last, "1d", eager=True).alias("date").to_frame()
+    grid = rows.select("vc").unique().join(days, how="cross").join(rows, on=["vc", "date"], how="full", coalesce=True)
+    grid = grid.sort("vc", "date").with_columns(pl.col("gpus").forward_fill().over("vc").fill_null(0))
+    return grid.filter(pl.col("date").is_between(first, last) & pl.col("vc").is_not_null())
+
+
+def _nodes(gpus: float, gpus_per_node: int) -> int:
+    """GPUs over gpus_per_node, rounded, at least 1 when there are GPUs."""
+    return max(1, round(gpus / gpus_per_node)) if gpus > 0 else 0
+
+
 def vc_nodes_mean(
     vc_gpus: pl.DataFrame, cluster: str, first: date, last: date, gpus_per_node: int = GPUS_PER_NODE
 ) -> dict[str, int]:
-    """Nodes per VC of cluster: its mean GPUs over the days first..last (both included; a day without a row counts
-    as the latest earlier day's) over gpus_per_node, rounded, at least 1 for a VC with GPUs (vc_nodes_on's when no
-    day of the window has rows)."""
-    days = pl.date_range(first, last, "1d", eager=True).alias("date").to_frame()
-    rows = vc_gpus.filter(pl.col("cluster") == cluster).select("vc", "date", pl.col("gpus").cast(pl.Float64))
-    if rows.filter(pl.col("date").is_between(first, last)).is_empty():
+    """Nodes per VC of cluster: its mean GPUs over the days first..last (both included; _daily_gpus) over
+    gpus_per_node (_nodes; vc_nodes_on's when no day of the window has rows)."""
+    grid = _daily_gpus(vc_gpus, cluster, first, last)
+    if grid is None:
         return vc_nodes_on(vc_gpus, cluster, first, gpus_per_node)
-    grid = rows.select("vc").unique().join(days, how="cross").join(rows, on=["vc", "date"], how="full", coalesce=True)
-    grid = grid.sort("vc", "date").with_columns(pl.col("gpus").forward_fill().over("vc"))
-    mean = grid.filter(pl.col("date").is_between(first, last)).group_by("vc").agg(pl.col("gpus").fill_null(0).mean())
-    return {vc: (max(1, round(g / gpus_per_node)) if g > 0 else 0) for vc, g in mean.iter_rows() if vc is not None}
+    mean = grid.group_by("vc").agg(pl.col("gpus").mean())
+    return {vc: _nodes(g, gpus_per_node) for vc, g in mean.iter_rows()}
 
 
 def vc_node_steps(
     vc_gpus: pl.DataFrame, cluster: str, start: datetime, end: datetime, gpus_per_node: int = GPUS_PER_NODE
 ) -> dict[str, tuple[tuple[int, int], ...]]:
-    """Per VC of cluster, its nodes over [start, end] as steps (second since start, nodes from then on): the
-    first at second 0, then one at each midnight where the day's GPUs (the latest earlier day's when a day has no
-    row, none before a VC's first row) over gpus_per_node, rounded and at least 1 when there are GPUs, change: the
-    days vc_nodes_mean averages."""
-    days = pl.date_range(start.date(), end.date(), "1d", eager=True).alias("date").to_frame()
-    rows = vc_gpus.filter(pl.col("cluster") == cluster).select("vc", "date", pl.col("gpus").cast(pl.Float64))
-    grid = rows.select("vc").unique().join(days, how="cross").join(rows, on=["vc", "date"], how="full", coalesce=True)
-    grid = grid.sort("vc", "date").with_columns(pl.col("gpus").forward_fill().over("vc"))
-    grid = grid.filter(pl.col("date").is_between(start.date(), end.date()) & pl.col("vc").is_not_null())
-    if grid.get_column("gpus").is_null().all():  # no row on or before the window: vc_nodes_mean's fallback
+    """Per VC of cluster, its nodes over [start, end] as steps (second since start, nodes from then on): the first
+    at second 0, then one at each midnight where the day's nodes change (the days vc_nodes_mean averages, _nodes;
+    vc_nodes_on's at second 0 when no day of the window has rows)."""
+    grid = _daily_gpus(vc_gpus, cluster, start.date(), end.date())
+    if grid is None:
         return {vc: ((0, n),) for vc, n in vc_nodes_on(vc_gpus, cluster, start.date(), gpus_per_node).items()}
-    grid = grid.with_columns(pl.col("gpus").fill_null(0))
     out: dict[str, tuple[tuple[int, int], ...]] = {}
     for (vc,), part in grid.group_by(["vc"], maintain_order=True):
         steps: list[tuple[int, int]] = []
         for day, gpus in part.select("date", "gpus").iter_rows():
-            nodes = max(1, round(gpus / gpus_per_node)) if gpus > 0 else 0
+            nodes = _nodes(gpus, gpus_per_node)
             if not steps or steps[-1][1] != nodes:
                 since = datetime.combine(day, datetime.min.time()) - start
                 steps.append((max(0, int(since.total_seconds())), nodes))

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from analytics.ingest.slurm import SACCT_FIELDS
+from tests.system import require
 
 NODE = "node1"
 GPUS = 8
@@ -71,7 +72,7 @@ def require_slurm() -> None:
     try:
         check_can_start()
     except SlurmMissing as exc:
-        pytest.fail(f"{exc} and REQUIRE_SLURM=1")
+        require("Slurm", str(exc))
 
 
 @dataclass(frozen=True)
