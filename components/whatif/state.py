@@ -95,6 +95,10 @@ def _numbers(params: dict[str, str], prefix: str, names: tuple[str, ...], proble
     return out
 
 
+# (URL key, form field) of the on/off controls: 0 or 1 in the link, true or false in the form
+URL_SWITCHES = (("bf", "backfill"), ("ladder", "ladder"), ("tb", "twin_baseline"), ("ces", "ces_enabled"))
+
+
 def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str]]:
     """Overlay URL query parameters (one string per key) on a base form; returns the form and the problems."""
     form, problems = dict(base), []
@@ -127,7 +131,7 @@ def form_from_params(params: dict[str, str], base: dict) -> tuple[dict, list[str
             value = _number(params, key, problems)
             form[field] = value if value is not None else form[field]
             _check_bound(key, field, value, problems)
-    for key, field in (("bf", "backfill"), ("ladder", "ladder"), ("tb", "twin_baseline"), ("ces", "ces_enabled")):
+    for key, field in URL_SWITCHES:
         if key in params and params[key] in ("0", "1"):
             form[field] = params[key] == "1"
         elif key in params:
@@ -210,7 +214,7 @@ def check_form_types(form: dict) -> None:
             raise ScenarioError(f"{field} must be a list of at most {MAX_LIST_ITEMS} names")
         for item in items:
             _check_text(item, field)
-    for field in ("backfill", "ladder", "twin_baseline", "ces_enabled"):
+    for _, field in URL_SWITCHES:
         if field in form and not isinstance(form[field], bool):
             raise ScenarioError(f"{field.replace('_', ' ')} must be true or false")
     twin = form.get("twin") or {}
