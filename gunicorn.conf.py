@@ -64,42 +64,31 @@ def when_ready(server):
 
 def post_worker_init(worker):
     """Warm each new worker in the background: the default dataset's derived files exist and its columns are mapped
-    before the first visitor asks. Large C-heap blocks (NumPy's arrays) are returned to the system when freed."""
+    before the first visitor asks, and any dataset version a request meets gets its missing derived files in the
+    background (components.server.derive). Large C-heap blocks (NumPy's arrays) are returned to the system when
+    freed."""
     import ctypes
     import ctypes.util
     import threading
 
+    from components.server import derive
+
     m_mmap_threshold = -3  # glibc's mallopt parameter; fixing it also stops glibc from raising it after frees
     ctypes.CDLL(ctypes.util.find_library("c")).mallopt(m_mmap_threshold, MMAP_THRESHOLD_BYTES)
-
+    derive.enable()
     threading.Thread(target=_warm_default_dataset, args=(worker.log,), name="helios-warm-up", daemon=True).start()
-
-
-def _derive_in_child(ds) -> None:
-    """Write ds's missing derived files in a spawned process (the first worker there builds, the others wait on the
-    lock), so that no web worker keeps the memory the build takes."""
-    import multiprocessing
-
-    from analytics import queries
-
-    if queries.is_derived(ds):
-        return
-    child = multiprocessing.get_context("spawn").Process(target=queries.derive, args=(ds,), name="helios-derive")
-    child.start()
-    child.join()
-    if child.exitcode != 0:
-        raise RuntimeError(f"writing the derived files failed (exit code {child.exitcode})")
 
 
 def _warm_default_dataset(log) -> None:
     """Derive the default dataset when needed and map its column files; a missing or broken dataset is only logged."""
     from analytics import store
     from analytics.queries import colstore
+    from components.server import derive
 
     name = os.environ.get("HELIOS_DEFAULT_DATASET", store.DEFAULT_DATASET)
     try:
         ds = store.open_dataset(name)
-        _derive_in_child(ds)
+        derive.derive_in_child(ds)
         colstore.columns(ds)
     except Exception as exc:  # noqa: BLE001 - warm-up is best effort; requests report real errors themselves
         log.warning("warm-up of dataset %r skipped: %s", name, exc)

@@ -8,9 +8,9 @@ WORK --skip pages,memory,whatif`). Chromium (/usr/bin/chromium) has a 1440 x 500
 card and table of a page is in view and drawn. Per link (CDP network throttling: 20 Mbit/s down, 5 Mbit/s up,
 40 ms round trip; or plain loopback), on an emptied server query cache:
 
-- every page of the navigation, a job page and a filtered view (`/cluster?cluster=Saturn`, computed from the column
-  files): a first visit in a new browser profile (empty cache), then a revisit (a new page load, warm cache), each
-  timed from the navigation's start until every chart and table is drawn and nothing is loading;
+- every page of the navigation, a job page and a filtered view (`/cluster?cluster=Saturn`, answered from that
+  cluster's rollups): a first visit in a new browser profile (empty cache), then a revisit (a new page load, warm
+  cache), each timed from the navigation's start until every chart and table is drawn and nothing is loading;
 - a new filter: on `/cluster`, already drawn, the cluster drop-down set to another cluster, timed until every chart
   has been drawn again with the new data.
 

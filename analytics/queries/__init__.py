@@ -133,7 +133,7 @@ def left_empty(ds: Dataset, name: str) -> str:
     return "; ".join(f"{', '.join(cols)} (not in this trace: {why})" for why, cols in lacking.items())
 
 
-DERIVED_PARTS = (colstore.COLUMNS_PART, rollups.ROLLUPS_PART, catalog.CATALOG_PART)
+DERIVED_PARTS = (colstore.COLUMNS_PART, rollups.ROLLUPS_PART, catalog.CATALOG_PART, rollups.CLUSTER_ROLLUPS_PART)
 
 
 def is_derived(ds: Dataset) -> bool:
@@ -141,12 +141,16 @@ def is_derived(ds: Dataset) -> bool:
     return all(store.derived_path(ds, part).is_dir() for part in DERIVED_PARTS)
 
 
-def derive(ds: Dataset) -> None:
+def derive(ds: Dataset, by_cluster: bool = True) -> None:
     """Write what every process of every host then only reads, once per dataset version: the column files, the
-    rollups of the pages' queries and the pickers' catalog (each skipped when present or the folder is read-only)."""
+    rollups of the pages' queries, the pickers' catalog and (by_cluster) each cluster's own rollups; each skipped
+    when present or the folder is read-only."""
+    answers = {**COMPUTED, "active_users": _active_users}
     colstore.column_files(ds)
-    rollups.write(ds, {**COMPUTED, "active_users": _active_users})
+    rollups.write(ds, answers)
     catalog.write(ds)
+    if by_cluster:
+        rollups.write_by_cluster(ds, answers)
 
 
 __all__ = [

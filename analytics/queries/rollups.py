@@ -1,7 +1,8 @@
-"""Rollups: the answers the pages draw for a dataset as a whole (no filter), computed once per dataset version into
-its derived `rollups` part (at ingest, or by the first web worker that finds them missing) and read by every process
-instead of scanning the jobs again. A filtered view is computed from the jobs as before, so every answer is exact:
-a rollup is the very frame the query returned when it was written."""
+"""Rollups: the answers the pages draw for a dataset as a whole (no filter) and, when it has several clusters, for
+each cluster alone (a filter on that one cluster and nothing else), computed once per dataset version into its
+derived `rollups` part (at ingest, or by the first web worker that finds them missing) and read by every process
+instead of scanning the jobs again. Any other filtered view is computed from the jobs as before, so every answer is
+exact: a rollup is the very frame the query returned when it was written."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from analytics.store import Dataset
 
 log = logging.getLogger(__name__)
 ROLLUPS_PART = "rollups-2"  # the number changes when a rollup's columns do (2: utilisation minima and maxima)
+CLUSTER_ROLLUPS_PART = "cluster-rollups-2"  # each cluster's: a folder per cluster, its name's UTF-8 bytes in hex
 Query = Callable[..., pl.DataFrame]  # (ds, flt, **options) -> frame
 # What the pages ask for a whole dataset: query name and options (the cards, charts and tables of every page).
 PAGE_QUERIES: tuple[tuple[str, dict[str, str]], ...] = (
@@ -63,23 +65,38 @@ def _file_name(query: Query, options: Mapping[str, Any]) -> str:
     return query.__name__ + "".join(f"-{key}={full[key]}" for key in sorted(full)) + ".parquet"
 
 
-def stored(ds: Dataset, query: Query, options: Mapping[str, Any]) -> pl.DataFrame | None:
-    """The rollup of query with options on the whole of ds, None when ds has none."""
-    path = store.derived_path(ds, ROLLUPS_PART) / _file_name(query, options)
-    return pl.read_parquet(path) if path.is_file() else None
+def stored(ds: Dataset, query: Query, options: Mapping[str, Any], flt: JobFilter = NO_FILTER) -> pl.DataFrame | None:
+    """The rollup of query with options on ds under flt (the whole dataset, or one cluster alone), None when ds has
+    none."""
+    folder = _folder(ds, flt)
+    path = None if folder is None else folder / _file_name(query, options)
+    return pl.read_parquet(path) if path is not None and path.is_file() else None
+
+
+def _folder(ds: Dataset, flt: JobFilter) -> Path | None:
+    """Where the rollups of flt's view live: the whole dataset's, one cluster's (a filter on it alone), else None."""
+    if flt == NO_FILTER:
+        return store.derived_path(ds, ROLLUPS_PART)
+    if len(flt.clusters) == 1 and flt == JobFilter(clusters=flt.clusters):
+        return store.derived_path(ds, CLUSTER_ROLLUPS_PART) / _cluster_folder(flt.clusters[0])
+    return None
+
+
+def _cluster_folder(cluster: str) -> str:
+    """A cluster's rollup folder name: any cluster name gives a safe, distinct one."""
+    return cluster.encode().hex()
 
 
 def answered(query: Query) -> Query:
-    """query, answering the whole dataset from its rollup when there is one (the same frame it would compute); after
-    a computed answer the process keeps at most colstore.MAX_RESIDENT_FILE_BYTES of column pages (the rest stays in
-    the shared page cache)."""
+    """query, answering the whole dataset or one cluster alone from its rollup when there is one (the same frame it
+    would compute); after a computed answer the process keeps at most colstore.MAX_RESIDENT_FILE_BYTES of column
+    pages (the rest stays in the shared page cache)."""
 
     @functools.wraps(query)
     def answer(ds: Dataset, flt: JobFilter = NO_FILTER, **options: Any) -> pl.DataFrame:
-        if flt == NO_FILTER:
-            found = stored(ds, query, options)
-            if found is not None:
-                return found
+        found = stored(ds, query, options, flt)
+        if found is not None:
+            return found
         try:
             return query(ds, flt, **options)
         finally:
@@ -89,23 +106,39 @@ def answered(query: Query) -> Query:
 
 
 def write(ds: Dataset, queries: Mapping[str, Query]) -> Path | None:
-    """Write ds's rollups (once per version) by running the PAGE_QUERIES on the whole dataset; their folder, or None
+    """Write ds's rollups of the whole dataset (once per version) by running the PAGE_QUERIES; their folder, or None
     when the dataset's folder cannot be written. A query that fails on this dataset gets no rollup (asked, it fails
     the same way)."""
+    return store.derived_part(ds, ROLLUPS_PART, lambda folder: _build(ds, queries, [(folder, NO_FILTER)]))
 
-    def one(name: str, options: dict[str, str], folder: Path) -> None:
+
+def write_by_cluster(ds: Dataset, queries: Mapping[str, Query]) -> Path | None:
+    """Write ds's rollups of each cluster alone (once per version; none when it has one cluster, whose view is the
+    whole dataset's), as write does."""
+
+    def build(folder: Path) -> None:
+        clusters = list(colstore.columns(ds).cats["cluster"].names)
+        views = [(folder / _cluster_folder(c), JobFilter(clusters=(c,))) for c in clusters] if len(clusters) > 1 else []
+        _build(ds, queries, views)
+
+    return store.derived_part(ds, CLUSTER_ROLLUPS_PART, build)
+
+
+def _build(ds: Dataset, queries: Mapping[str, Query], views: list[tuple[Path, JobFilter]]) -> None:
+    """Each PAGE_QUERIES answer of each view (its folder, its filter) into that folder."""
+
+    def one(name: str, options: dict[str, str], folder: Path, flt: JobFilter) -> None:
         try:
-            frame = queries[name](ds, NO_FILTER, **options)
+            frame = queries[name](ds, flt, **options)
         except Exception as exc:  # noqa: BLE001 - a rollup only saves time; the request path reports the error
-            log.warning("dataset %s: no rollup of %s %s: %s", ds.name, name, options, exc)
+            log.warning("dataset %s: no rollup of %s %s (%s): %s", ds.name, name, options, flt.cache_key(), exc)
             return
         finally:
             colstore.release(ds)  # each query scans most columns: their pages need not stay in this process
         frame.write_parquet(folder / _file_name(queries[name], options))
 
-    def build(folder: Path) -> None:
-        with series.shared_grids():
+    with series.shared_grids():
+        for folder, flt in views:
+            folder.mkdir(parents=True, exist_ok=True)
             for name, options in PAGE_QUERIES:
-                one(name, options, folder)
-
-    return store.derived_part(ds, ROLLUPS_PART, build)
+                one(name, options, folder, flt)

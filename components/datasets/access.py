@@ -28,6 +28,7 @@ from analytics.filters import (
 from analytics.queries import catalog, job, users
 from analytics.scheduler import scheduler_config
 from analytics.slurm_config import SlurmConfigError
+from components.server import derive
 from components.server.cache import cached, peek
 from components.server.settings import Settings
 from sim.slurm.knobs import knob_values
@@ -82,6 +83,7 @@ def _of_selection(
     kind: str, state: dict[str, Any], compute: Callable[[store.Dataset, JobFilter], Any], *parts: str
 ) -> Any:
     ds, flt = open_dataset(state["dataset"]), to_filter(state)
+    derive.soon(ds)
     return cached(selection_key(kind, ds, flt, *parts), lambda: compute(ds, flt))
 
 

@@ -18,6 +18,7 @@ from tests.analytics.conftest import small_jobs, small_vc_gpus
 from tests.analytics.test_queries_crosscheck import random_trace
 
 PAGE_CASES = [(name, options) for name, options in rollups.PAGE_QUERIES if name in polars_ref.REFERENCES]
+CLUSTER_CASES = [(name, options) for name, options in rollups.PAGE_QUERIES if name in queries.COMPUTED]
 
 
 @pytest.fixture(scope="module", params=["small", "random"])
@@ -65,6 +66,31 @@ def test_a_filtered_view_is_computed_from_the_jobs(derived_ds):
     answered = queries.QUERIES["cluster_summary"](derived_ds, flt)
     assert_frame_equal(answered, queries.COMPUTED["cluster_summary"](derived_ds, flt))
     assert not answered.equals(rollup)
+
+
+@pytest.mark.parametrize(("name", "options"), CLUSTER_CASES, ids=[f"{n}{sorted(o.items())}" for n, o in CLUSTER_CASES])
+def test_each_cluster_alone_is_answered_from_its_own_rollup(derived_ds, monkeypatch, name, options):
+    flts = [JobFilter(clusters=(c,)) for c in ("Alpha", "Beta")]  # both traces' clusters
+    computed = [queries.COMPUTED[name](derived_ds, flt, **options) for flt in flts]
+    _no_scans(monkeypatch)
+    for flt, want in zip(flts, computed, strict=True):
+        assert_frame_equal(queries.QUERIES[name](derived_ds, flt, **options), want, check_exact=True)
+
+
+def test_a_cluster_with_another_filter_field_is_computed(derived_ds):
+    summary = queries.COMPUTED["cluster_summary"]
+    assert rollups.stored(derived_ds, summary, {}, JobFilter(clusters=("Alpha",))) is not None
+    for flt in (JobFilter(clusters=("Alpha",), job_kind="gpu"), JobFilter(clusters=("Alpha", "Beta"))):
+        assert rollups.stored(derived_ds, summary, {}, flt) is None
+
+
+def test_a_one_cluster_dataset_has_no_per_cluster_rollups(tmp_path):
+    jobs = small_jobs()
+    one = jobs["cluster"][0]
+    ds = store.write_dataset("one", jobs.filter(pl.col("cluster") == one), small_vc_gpus(), {}, root=tmp_path)
+    queries.derive(ds)
+    assert not any(store.derived_path(ds, rollups.CLUSTER_ROLLUPS_PART).iterdir())
+    assert rollups.stored(ds, queries.COMPUTED["cluster_summary"], {}, JobFilter(clusters=(one,))) is None
 
 
 def test_the_catalog_is_written_once_and_read_back(derived_ds, monkeypatch):
