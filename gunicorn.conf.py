@@ -80,16 +80,14 @@ def post_worker_init(worker):
 
 
 def _warm_default_dataset(log) -> None:
-    """Derive the default dataset when needed and map its column files; a missing or broken dataset is only logged."""
+    """Derive the default dataset when needed and map its column files (components.server.derive.warm); a missing or
+    broken dataset is only logged."""
     from analytics import store
-    from analytics.queries import colstore
     from components.server import derive
 
     name = os.environ.get("HELIOS_DEFAULT_DATASET", store.DEFAULT_DATASET)
     try:
-        ds = store.open_dataset(name)
-        derive.derive_in_child(ds)
-        colstore.columns(ds)
+        derive.warm(store.open_dataset(name))
     except Exception as exc:  # noqa: BLE001 - warm-up is best effort; requests report real errors themselves
         log.warning("warm-up of dataset %r skipped: %s", name, exc)
     else:

@@ -28,7 +28,7 @@ def print_json(obj: Any) -> None:
 
 def derive(ds: store.Dataset, progress: Progress) -> None:
     """Write ds's derived files (column files, rollups, catalog) as one more progress stage; each cluster's own
-    rollups are left to the server, which writes them in the background when it starts (a minute at 10x Helios)."""
+    rollups are left to the server (components.server.derive)."""
     progress.total += 1
     with progress.stage(f"deriving the column files, rollups and catalog of {ds.name}"):
         queries.derive(ds, by_cluster=False)

@@ -2,8 +2,9 @@
 
 The implementations live in jobs (per-job statistics), series (per-minute and 10-minute series) and users (per-user
 statistics), over the column store (colstore) or DuckDB (analytics.db); this package is the stable import point and
-`QUERIES` the registry used by `helios query` and the dashboard: its functions answer a whole dataset from the
-dataset's rollups when it has them (`derive` writes them, with the column files and the pickers' catalog).
+`QUERIES` the registry used by `helios query` and the dashboard: its functions answer a whole dataset, or one cluster
+alone, from the dataset's rollups when it has them (`derive` writes them, with the column files and the pickers'
+catalog).
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""Rollups: the answers the pages draw for a dataset as a whole (no filter) and, when it has several clusters, for
-each cluster alone (a filter on that one cluster and nothing else), computed once per dataset version into its
-derived `rollups` part (at ingest, or by the first web worker that finds them missing) and read by every process
-instead of scanning the jobs again. Any other filtered view is computed from the jobs as before, so every answer is
-exact: a rollup is the very frame the query returned when it was written."""
+"""Rollups: the answers the pages draw for a dataset as a whole (no filter), in its derived `rollups` part, and, when
+it has several clusters, for each cluster alone (a filter on that one cluster and nothing else), in its
+`cluster-rollups` part; computed once per dataset version (by whatever derives it, see analytics.queries.derive) and
+read by every process instead of scanning the jobs again. Any other filtered view is computed from the jobs, so every
+answer is exact: a rollup is the very frame the query returned when it was written."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import logging
 from collections.abc import Callable, Mapping
@@ -23,7 +24,7 @@ from analytics.store import Dataset
 
 log = logging.getLogger(__name__)
 ROLLUPS_PART = "rollups-2"  # the number changes when a rollup's columns do (2: utilisation minima and maxima)
-CLUSTER_ROLLUPS_PART = "cluster-rollups-2"  # each cluster's: a folder per cluster, its name's UTF-8 bytes in hex
+CLUSTER_ROLLUPS_PART = "cluster-rollups-2"  # each cluster's: a folder per cluster, named by its name's SHA-256
 Query = Callable[..., pl.DataFrame]  # (ds, flt, **options) -> frame
 # What the pages ask for a whole dataset: query name and options (the cards, charts and tables of every page).
 PAGE_QUERIES: tuple[tuple[str, dict[str, str]], ...] = (
@@ -83,8 +84,8 @@ def _folder(ds: Dataset, flt: JobFilter) -> Path | None:
 
 
 def _cluster_folder(cluster: str) -> str:
-    """A cluster's rollup folder name: any cluster name gives a safe, distinct one."""
-    return cluster.encode().hex()
+    """A cluster's rollup folder name: any cluster name, however long, gives a safe one of 64 characters."""
+    return hashlib.sha256(cluster.encode()).hexdigest()
 
 
 def answered(query: Query) -> Query:
@@ -113,8 +114,7 @@ def write(ds: Dataset, queries: Mapping[str, Query]) -> Path | None:
 
 
 def write_by_cluster(ds: Dataset, queries: Mapping[str, Query]) -> Path | None:
-    """Write ds's rollups of each cluster alone (once per version; none when it has one cluster, whose view is the
-    whole dataset's), as write does."""
+    """Write ds's rollups of each cluster alone (once per version; none when it has a single cluster), as write does."""
 
     def build(folder: Path) -> None:
         clusters = list(colstore.columns(ds).cats["cluster"].names)

@@ -26,9 +26,15 @@ def _builds() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "helios-derive"]
 
 
-def test_a_served_process_writes_a_missing_part_once_in_the_background(commanded, monkeypatch):
+@pytest.fixture
+def served(monkeypatch) -> None:
+    """This process as a served worker (enabled), with no build started yet."""
     monkeypatch.setattr(derive, "_enabled", threading.Event())
+    monkeypatch.setattr(derive, "_started", set())
     derive.enable()
+
+
+def test_a_served_process_writes_a_missing_part_once_in_the_background(commanded, served):
     derive.soon(commanded)
     derive.soon(commanded)
     started = _builds()
@@ -36,6 +42,19 @@ def test_a_served_process_writes_a_missing_part_once_in_the_background(commanded
     started[0].join(timeout=120)
     assert queries.is_derived(commanded)
     assert any(store.derived_path(commanded, rollups.CLUSTER_ROLLUPS_PART).iterdir())
+
+
+def test_the_warm_up_maps_the_columns_at_once_and_leaves_the_missing_part_to_one_background_build(
+    commanded, served, monkeypatch
+):
+    mapped = []
+    monkeypatch.setattr(derive.colstore, "columns", lambda ds: mapped.append(ds.name))
+    derive.warm(commanded)
+    derive.soon(commanded)  # a request meeting the same version meanwhile
+    started = _builds()
+    assert mapped == ["two"] and len(started) == 1
+    started[0].join(timeout=120)
+    assert queries.is_derived(commanded)
 
 
 def test_any_other_process_starts_nothing(commanded):
