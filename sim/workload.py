@@ -163,7 +163,27 @@ def scale_nodes(vc_nodes: dict[str, int], factor: float) -> dict[str, int]:
     """Multiply every VC's node count by factor (rounded, at least one node for a non-empty VC)."""
     if factor <= 0:
         raise WorkloadError(f"capacity scale must be > 0, got {factor}")
-    return {vc: max(1, round(n * factor)) if n > 0 else 0 for vc, n in vc_nodes.items()}
+    return {vc: _scaled(n, factor) for vc, n in vc_nodes.items()}
+
+
+def scale_steps(
+    steps: tuple[tuple[int, int], ...], load_factor: float, capacity_factor: float
+) -> tuple[tuple[int, int], ...]:
+    """A VC's node steps (vc_node_steps) on a scenario's time axis, compressed by the load factor as its submissions
+    are (to_workload), with each step's nodes scaled as scale_nodes scales them."""
+    if capacity_factor <= 0:
+        raise WorkloadError(f"capacity scale must be > 0, got {capacity_factor}")
+    return tuple((int(_compressed(t, load_factor)), _scaled(n, capacity_factor)) for t, n in steps)
+
+
+def _scaled(nodes: int, factor: float) -> int:
+    """nodes times factor, rounded, at least one when there are nodes."""
+    return max(1, round(nodes * factor)) if nodes > 0 else 0
+
+
+def _compressed(t_s, load_factor: float):
+    """Seconds (a number or an array) on a time axis compressed by the load factor."""
+    return t_s if load_factor == 1.0 else np.floor(np.asarray(t_s) / load_factor).astype(np.int64)
 
 
 def _seconds_since(col: str, t0: datetime) -> pl.Expr:
@@ -224,8 +244,7 @@ def to_workload(
         pl.col("vc").replace_strict(names, list(range(len(names))), default=-1).cast(pl.Int32).alias("_vc"),
     ).filter(pl.col("_vc") >= 0)
     submit_s = df.get_column("_submit_s").to_numpy()
-    if load_factor != 1.0:
-        submit_s = np.floor(submit_s / load_factor).astype(np.int64)  # compress inter-arrival times
+    submit_s = _compressed(submit_s, load_factor)  # compress inter-arrival times
     n = df.height
     pred = np.asarray(predicted_s, dtype=np.float64) if predicted_s is not None else np.zeros(n)
     return Workload(

@@ -15,7 +15,7 @@ from analytics import queries, store
 from analytics.queries import colstore
 
 log = logging.getLogger(__name__)
-_started: set[tuple[str, str]] = set()  # (dataset folder, version) whose build this process started
+_settled: set[tuple[str, str]] = set()  # (dataset folder, version) found derived or whose build this process started
 _guard = threading.Lock()
 _enabled = threading.Event()
 
@@ -42,16 +42,17 @@ def soon(ds: store.Dataset) -> None:
 
 
 def _claim(ds: store.Dataset) -> bool:
-    """Whether this process is enabled, ds lacks a derived part and no build of its version was started here (it is
-    then marked started)."""
-    if not _enabled.is_set() or queries.is_derived(ds):
-        return False
+    """Whether this process is enabled and ds's version is neither found derived nor being built here (it is then
+    marked, so that a request looks at a version's folders once)."""
     key = (str(ds.path), ds.version)
+    if not _enabled.is_set() or key in _settled:
+        return False
+    derived = queries.is_derived(ds)
     with _guard:
-        if key in _started:
+        if key in _settled:
             return False
-        _started.add(key)
-    return True
+        _settled.add(key)
+    return not derived
 
 
 def _derive_in_child(ds: store.Dataset) -> None:

@@ -7,7 +7,6 @@ heartbeat; `run_request(request, progress)` runs a `ScenarioRequest` on its open
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -250,16 +249,9 @@ def _prepare(config: ScenarioConfig, jobs: pl.DataFrame, vc_gpus: pl.DataFrame, 
     return window, w, as_recorded, importance
 
 
-def _steps_of(w: Workload, steps: dict, load_factor: float, capacity_scale: float):
-    """w's VCs' node steps (no node for a VC without capacity rows) on the scenario's time axis (compressed by the load
-    factor as the submissions are) with its capacity scale."""
-    out = []
-    for v in w.vc_names:
-        own = steps.get(v, ((0, 0),))
-        out.append(
-            tuple((math.floor(t / load_factor), workload.scale_nodes({v: n}, capacity_scale)[v]) for t, n in own)
-        )
-    return tuple(out)
+def _steps_of(w: Workload, steps: dict, load_factor: float, capacity_scale: float) -> tuple:
+    """w's VCs' node steps (no node for a VC without capacity rows) on the scenario's axes (workload.scale_steps)."""
+    return tuple(workload.scale_steps(steps.get(v, ((0, 0),)), load_factor, capacity_scale) for v in w.vc_names)
 
 
 def twin_calibration(w: Workload, scheduler: SlurmConfig | None, gpus_per_node: int) -> Calibration:

@@ -30,7 +30,7 @@ def _builds() -> list[threading.Thread]:
 def served(monkeypatch) -> None:
     """This process as a served worker (enabled), with no build started yet."""
     monkeypatch.setattr(derive, "_enabled", threading.Event())
-    monkeypatch.setattr(derive, "_started", set())
+    monkeypatch.setattr(derive, "_settled", set())
     derive.enable()
 
 

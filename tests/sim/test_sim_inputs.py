@@ -75,6 +75,14 @@ def test_vc_nodes_on_date_and_scaling():
     assert workload.scale_nodes({"vcA": 8, "vcB": 1, "vcC": 0}, 0.5) == {"vcA": 4, "vcB": 1, "vcC": 0}
 
 
+def test_node_steps_are_compressed_as_submissions_and_scaled_as_node_counts():
+    steps = ((0, 8), (86_400, 1), (172_801, 0))
+    assert workload.scale_steps(steps, 1.0, 1.0) == steps
+    assert workload.scale_steps(steps, 2.0, 0.5) == ((0, 4), (43_200, 1), (86_400, 0))
+    with pytest.raises(workload.WorkloadError, match="capacity scale"):
+        workload.scale_steps(steps, 1.0, 0.0)
+
+
 def test_vc_nodes_csv_errors_name_row_and_column(tmp_path):
     good = tmp_path / "good.csv"
     good.write_text("vc,node num\n6214e9,64\n")
