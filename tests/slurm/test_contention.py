@@ -4,14 +4,14 @@ is installed, skips elsewhere, fails with REQUIRE_SLURM=1 when it cannot run).""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.slurm import contention as ct
-from tests.slurm.cluster import PACKAGES, SlurmMissing, check_can_start
+from tests.slurm.cluster import SlurmMissing, check_can_start
+from tests.system import require
 
 RECORDINGS = Path(__file__).parent / "recordings"
 RECORDED_RUNS = ("fairshare-1", "fairshare-2", "age-1", "builtin-1")
@@ -102,9 +102,7 @@ def small_run(tmp_path_factory) -> Path:
     try:
         check_can_start()
     except SlurmMissing as exc:
-        if os.environ.get("REQUIRE_SLURM") == "1":
-            pytest.fail(f"{exc} and REQUIRE_SLURM=1")
-        pytest.skip(f"real Slurm run: {exc} (apt-get install -y {PACKAGES}, as root)")
+        require("Slurm", str(exc))
     out = tmp_path_factory.mktemp("contention") / "fairshare-1"
     return ct.run_preset("fairshare", ct.make_jobs(design=ct.SMALL_DESIGN), out, interval_s=2.0)
 
