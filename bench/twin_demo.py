@@ -1,8 +1,8 @@
 """The twin against the demo's record (issue #39 item 3): Earth in July 2020, first as the What-if runs it (the
-twin calibrated from the record, sim.slurm.calibrate, as the baseline, and QSSF measured against it with the band
-of the twin's own error), then replayed by the `slurm` policy under candidate calibrations of a trace without a
-scheduler configuration, each beside the record's mean and median queue and GPU utilisation, with the issue's
-targets (mean queue within 1.25x, utilisation within 1.05x).
+twin calibrated from the record, sim.slurm.calibrate, on nodes or on pools as fits the record best, as the baseline,
+and QSSF measured against it with the band of the twin's own error), then replayed by the `slurm` policy under
+candidate calibrations of a trace without a scheduler configuration, each beside the record's mean and median queue
+and GPU utilisation, with the issue's targets (mean queue within 1.25x, utilisation within 1.05x).
 
     .venv/bin/python bench/twin_demo.py [--dataset helios-synth]
 
@@ -88,6 +88,7 @@ def product_scenario(dataset: str) -> None:
     result = run_request(open_request(dataclasses.replace(config, policies=("qssf",))))
     took_s = time.perf_counter() - began
     print(f"What-if (twin {result.twin['source']}, {took_s:.1f} s); jobs that started in the window:")
+    print("  " + next((r for r in result.twin["rules"] if r.startswith("placement")), "placement: not chosen"))
     for line in result.replay["lines"]:
         ratio = "" if line["ratio"] is None else f"  {line['ratio']:.2f}x"
         print(f"  {line['metric']:<24} recorded {line['recorded']!s:>9}  twin {line['replayed']!s:>9}{ratio}")

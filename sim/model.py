@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,6 +63,43 @@ class Workload:
     def vc_rows(self, vc: int) -> np.ndarray:
         """Row indices of VC number vc, in submit order."""
         return np.flatnonzero(self.vc_index == vc)
+
+    def after(self, first: int) -> Workload:
+        """The workload without its first `first` jobs."""
+        return map_jobs(self, lambda _, values: values[first:])
+
+    def take(self, rows: np.ndarray) -> Workload:
+        """The workload of the jobs at rows, in that order."""
+        return map_jobs(self, lambda _, values: values[rows])
+
+
+def joined(head: Workload, tail: Workload) -> Workload:
+    """tail's workload (its VCs, capacity and t0) with head's jobs before its own (the same VCs and columns)."""
+    return map_jobs(tail, lambda name, values: np.concatenate([_column(head, name), values]))
+
+
+def map_jobs(w: Workload, change: Callable[[str, np.ndarray], np.ndarray]) -> Workload:
+    """w with each per-job array, its scheduler columns' too ("scheduler.user", ...), replaced by change(name, it)."""
+    n = len(w)
+    fields = {}
+    for f in dataclasses.fields(w):
+        values = getattr(w, f.name)
+        if isinstance(values, np.ndarray) and values.shape[:1] == (n,):
+            fields[f.name] = change(f.name, values)
+    if w.scheduler is not None:
+        columns = {
+            f.name: change(f"scheduler.{f.name}", getattr(w.scheduler, f.name))
+            for f in dataclasses.fields(w.scheduler)
+            if getattr(w.scheduler, f.name) is not None
+        }
+        fields["scheduler"] = dataclasses.replace(w.scheduler, **columns)
+    return dataclasses.replace(w, **fields)
+
+
+def _column(w: Workload, name: str) -> np.ndarray:
+    """w's per-job array called name by map_jobs."""
+    owner, _, column = name.rpartition(".")
+    return getattr(w.scheduler if owner else w, column)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -140,6 +141,28 @@ def pool_whole_cluster(window: Window, vc_nodes: dict[str, int]) -> Window:
     pooled = (WHOLE_CLUSTER_VC,)
     jobs, history = (df.with_columns(pl.lit(WHOLE_CLUSTER_VC).alias("vc")) for df in (window.jobs, window.history))
     return Window(jobs, history, window.start, window.end, pooled)
+
+
+def carried_in(window: Window) -> Workload:
+    """The jobs submitted before the window that were running or waiting when it opened, as a replay starts from
+    them: those running from second 0 for what was left of their run, then those waiting, in submit order, submitted
+    at second 0 (their recorded start kept)."""
+    jobs = window.history.filter(
+        pl.col("vc").is_in(window.vcs)
+        & pl.col("start_time").is_not_null()
+        & (pl.col("end_time").fill_null(pl.col("start_time")) > window.start)
+    )
+    w = to_workload(Window(jobs, jobs.clear(), window.start, window.end, window.vcs), {})
+    running = w.recorded_start_s < 0
+    order = np.concatenate([np.flatnonzero(running), np.flatnonzero(~running)])  # each part in submit order
+    remaining_s = np.where(running, w.duration_s + w.recorded_start_s, w.duration_s)
+    w = dataclasses.replace(
+        w,
+        submit_s=np.zeros(len(w), dtype=np.int64),
+        duration_s=remaining_s,
+        recorded_start_s=np.maximum(w.recorded_start_s, 0),
+    )
+    return w.take(order)
 
 
 def read_vc_nodes_csv(path: str | Path) -> dict[str, int]:

@@ -288,7 +288,7 @@ def engine_gpu_s(result: SimResult, span_s: int) -> float:
     return total
 
 
-def _distance(row: dict, recorded: dict) -> float:
+def distance(row: dict, recorded: dict) -> float:
     """How far a scheme's row is from the recorded one: the mean absolute log ratio of its mean and median queue
     (offset by QUEUE_OFFSET_S) and mean JCT, and its utilisation difference as a fraction."""
     parts = [
@@ -301,12 +301,12 @@ def _distance(row: dict, recorded: dict) -> float:
 
 
 def closest_to_record(rows: list[dict]) -> str | None:
-    """The simulated scheme whose figures are closest to the recorded ones (_distance); None without a record."""
+    """The simulated scheme whose figures are closest to the recorded ones (distance); None without a record."""
     recorded = next((r for r in rows if r["scheme"] == RECORDED), None)
     simulated = [r for r in rows if r["scheme"] != RECORDED and r.get("avg_jct_s") is not None]
     if recorded is None or recorded.get("avg_jct_s") is None or not simulated:
         return None
-    return min(simulated, key=lambda r: _distance(r, recorded))["scheme"]
+    return min(simulated, key=lambda r: distance(r, recorded))["scheme"]
 
 
 def _pair(rows: list[dict], baseline: str | None) -> tuple[dict | None, dict | None]:
@@ -360,7 +360,7 @@ def replay_fidelity(rows: list[dict], baseline: str) -> dict[str, Any] | None:
         why.append(f"its mean JCT is {jct:.3g}× the recorded one")
     if abs(util) > FAR_UTIL_PP:
         why.append(f"its utilisation is {util:+.1f} points off the recorded one")
-    distances = {r["scheme"]: round(_distance(r, recorded), 3) for r in rows if r["scheme"] != RECORDED}
+    distances = {r["scheme"]: round(distance(r, recorded), 3) for r in rows if r["scheme"] != RECORDED}
     band = error_band(rows, baseline)
     return {"baseline": baseline, "lines": lines, "far": bool(why), "why": why, "distance": distances, "band": band}
 

@@ -28,6 +28,7 @@ from sim.scenario.outputs import (
     ScenarioResult,
     cdf_points,
     closest_to_record,
+    distance,
     engine_gpu_s,
     engine_timeline,
     error_band,
@@ -218,6 +219,12 @@ class _Schemes:
         self.rows.append({"scheme": scheme, **row, "start_order_tau": tau})
         self.timelines.append(timeline_frame(scheme, self.t0, self.grid, used, queued, capacity))
 
+    def row_of(self, result: SimResult) -> dict:
+        """The comparison row a replay on the cluster's own capacity would add (summary_row), without adding it."""
+        records = sim_records(result, TWIN)
+        busy_gpu_s = engine_gpu_s(result, self.span_s)
+        return summary_row(records, busy_gpu_s, self.recorded_capacity, self.span_s, self.end_s)
+
     def all_records(self) -> pl.DataFrame:
         """Every scheme's records stacked."""
         return pl.concat(list(self.records.values())) if self.records else pl.DataFrame()
@@ -254,12 +261,15 @@ def _steps_of(w: Workload, steps: dict, load_factor: float, capacity_scale: floa
     return tuple(workload.scale_steps(steps.get(v, ((0, 0),)), load_factor, capacity_scale) for v in w.vc_names)
 
 
-def twin_calibration(w: Workload, scheduler: SlurmConfig | None, gpus_per_node: int) -> Calibration:
-    """The twin a scenario replays: the captured configuration, else one calibrated from w's record (w with the
-    cluster's own capacity)."""
+def twin_candidates(
+    w: Workload, scheduler: SlurmConfig | None, gpus_per_node: int, carried: Workload | None = None
+) -> list[Calibration]:
+    """The twins a scenario may replay: the captured configuration, else the two calibrated from w's record (w with
+    the cluster's own capacity): on each VC's nodes, and on each VC's pool starting from the carried jobs (those
+    running or waiting when the window opened)."""
     if scheduler is not None:
-        return captured(scheduler, config_summary(scheduler))
-    return calibrated(w, gpus_per_node)
+        return [captured(scheduler, config_summary(scheduler))]
+    return [calibrated(w, gpus_per_node), calibrated(w, gpus_per_node, pooled=True, carried=carried)]
 
 
 def _changed_twin(config: ScenarioConfig, twin: Calibration, w: Workload) -> SlurmConfig:
@@ -281,7 +291,11 @@ def _simulate(config, policy: str, w: Workload, twin: Calibration, on_vc) -> Sim
     if policy not in CLUSTER_WIDE:
         return simulate(_sim_config(config, policy), w, on_vc)
     return simulate_slurm(
-        _changed_twin(config, twin, w), _sim_config(config, policy), twin.jobs_of(w), twin.changes_of(w)
+        _changed_twin(config, twin, w),
+        _sim_config(config, policy),
+        twin.jobs_of(w),
+        twin.changes_of(w),
+        twin.n_carried,
     )
 
 
@@ -307,15 +321,28 @@ def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Report
         stage_s[policy] = time.perf_counter() - t
 
 
-def _replay_twin(w_recorded: Workload, schemes: _Schemes, reporter: _Reporter, step: float, twin: Calibration, stage_s):
-    """Replay the twin on the cluster as it was (its own capacity, no knob; the scenario's load) as the baseline."""
+def _replay_twin(w_recorded: Workload, schemes: _Schemes, reporter: _Reporter, step: float, twins, stage_s):
+    """Replay each candidate twin on the cluster as it was (its own capacity, no knob; the scenario's load) and keep
+    the one nearest the record (outputs.distance; the first without a record) as the baseline; returns it."""
     t = time.perf_counter()
-    reporter.report(step, f"replaying the Slurm twin ({twin.source})")
-    jobs = twin.jobs_of(w_recorded)
-    result = simulate_slurm(twin.config, SimConfig(policy="slurm"), jobs, twin.changes_of(w_recorded))
+    recorded = next((r for r in schemes.rows if r["scheme"] == RECORDED), None)
+    fits = []
+    for twin in twins:
+        reporter.report(step, f"replaying the Slurm twin ({twin.source}, {twin.placement})")
+        jobs = twin.jobs_of(w_recorded)
+        result = simulate_slurm(
+            twin.config, SimConfig(policy="slurm"), jobs, twin.changes_of(w_recorded), twin.n_carried
+        )
+        row = schemes.row_of(result)
+        fits.append((distance(row, recorded) if recorded is not None else 0.0, twin, result))
+    chosen = min(fits, key=lambda fit: fit[0])  # NOTE: the first on ties
+    twin, result = chosen[1], chosen[2]
+    if len(fits) > 1 and recorded is not None:
+        twin = twin.with_fit([(other.placement, d) for d, other, _ in fits])
     schemes.twin = result
     _add_result(schemes, TWIN, result, schemes.recorded_capacity)
     stage_s[TWIN] = time.perf_counter() - t
+    return twin
 
 
 def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, scheduler=None) -> ScenarioResult:
@@ -329,9 +356,11 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, schedul
         busy_gpu_s = records_gpu_s(record, schemes.span_s)
         timeline = records_timeline(record, schemes.grid)
         schemes.add(RECORDED, record, busy_gpu_s, *timeline, schemes.recorded_capacity)
-    twin = twin_calibration(w_recorded, scheduler, config.gpus_per_node) if wants_scheduler(config) else None
-    if config.twin_baseline:
-        _replay_twin(w_recorded, schemes, reporter, step, twin, stage_s)
+    twin = None
+    if wants_scheduler(config):
+        carried = workload.carried_in(window) if config.load_factor == 1.0 else None
+        twins = twin_candidates(w_recorded, scheduler, config.gpus_per_node, carried)
+        twin = _replay_twin(w_recorded, schemes, reporter, step, twins, stage_s) if config.twin_baseline else twins[0]
     _simulate_policies(config, w, schemes, reporter, step, stage_s, twin)
     ladder = None
     if config.ladder:

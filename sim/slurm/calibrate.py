@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from analytics.slurm_config import AssocSpec, NodeSpec, PartitionSpec, PrioritySpec, SchedSpec, SlurmConfig
-from sim.model import Workload
+from sim.model import Workload, joined
 
 if TYPE_CHECKING:
     from sim.slurm.run import NodeChange
@@ -31,8 +31,16 @@ CAPTURED, CALIBRATED = "captured", "calibrated"
 PARTITIONS = "each VC a partition on its own nodes, as many in service as its capacity of each day"
 USER_CAPS = "each user capped in their VC at the most GPUs their jobs held at once in the record"
 LIMITS = "time limits: the trace's own where it records them, else none (backfill then starts whatever fits now)"
-ORDERING = "priority/basic (first submitted, first considered) with sched/backfill at Slurm's defaults"
-RULES = (PARTITIONS, USER_CAPS, LIMITS, ORDERING)  # the calibration in words, without a window's numbers
+ORDERING = (
+    "priority/basic (first submitted, first considered) with sched/backfill, both passes over the whole queue "
+    "(default_queue_depth and bf_max_job_test at 1,000,000: a trace does not show how deep a site's passes go)"
+)
+PLACEMENT = (
+    "each VC's nodes, or each VC one pool of its GPUs (jobs placed by GPU count, the replay starting from the jobs "
+    "running or waiting when the window opened), whichever replays the window's record nearer"
+)
+WHOLE_QUEUE = SchedSpec(default_queue_depth=1_000_000, bf_max_job_test=1_000_000)
+RULES = (PARTITIONS, USER_CAPS, LIMITS, ORDERING, f"placement: {PLACEMENT}")  # in words, without a window's numbers
 
 
 @dataclass(frozen=True)
@@ -42,26 +50,62 @@ class Calibration:
     config: SlurmConfig
     source: str
     rules: tuple[str, ...]
-    gpus_per_node: int = 0  # a calibrated twin's node size
+    gpus_per_node: int = 0  # a calibrated twin's node size (the trace's; with pooled, its nodes are split in GPUs)
+    pooled: bool = False  # a calibrated twin placing by GPU count on each VC's pool (pool_of)
+    carried: Workload | None = None  # a pooled twin's jobs running or waiting when its window opened
+
+    @property
+    def placement(self) -> str:
+        """Where the twin places jobs, in a word: "pools", "nodes" or (captured) "captured nodes"."""
+        if self.source == CAPTURED:
+            return "captured nodes"
+        return "pools" if self.pooled else "nodes"
+
+    def with_fit(self, fits: list[tuple[str, float]]) -> Calibration:
+        """The twin with a rule saying how its placement was chosen: fits = (placement, distance to the record)."""
+        told = ", ".join(f"{placement} {d:.3f}" for placement, d in fits)
+        rule = f"placement: {self.placement} — {PLACEMENT}; distance to the record: {told}"
+        return dataclasses.replace(self, rules=(*self.rules, rule))
+
+    @property
+    def n_carried(self) -> int:
+        """How many jobs the replay carries in ahead of the window's (not reported)."""
+        return len(self.carried) if self.carried is not None else 0
 
     def as_dict(self) -> dict:
         """The calibration as plain values (for JSON and the pages)."""
         return {"source": self.source, "rules": list(self.rules)}
 
+    def placed(self, w: Workload) -> Workload:
+        """w on the twin's nodes: on each VC's pool for a pooled twin, else as it is."""
+        return pool_of(w, self.gpus_per_node) if self.pooled else w
+
     def jobs_of(self, w: Workload) -> Workload:
         """w as this twin replays it: for a calibrated twin, each job's partition and account are its VC."""
         if self.source != CALIBRATED or w.scheduler is None:
             return w
+        w = self.placed(joined(self.carried, w) if self.carried is not None else w)
         return dataclasses.replace(w, scheduler=dataclasses.replace(w.scheduler, partition=None, account=None))
 
     def on_nodes_of(self, w: Workload) -> SlurmConfig:
         """A calibrated twin's configuration on w's VC capacities (its caps kept)."""
-        nodes = vc_cluster(w, self.gpus_per_node)
+        nodes = vc_cluster(self.placed(w), 1 if self.pooled else self.gpus_per_node)
         return dataclasses.replace(self.config, nodes=nodes.nodes, partitions=nodes.partitions)
 
     def changes_of(self, w: Workload) -> list[NodeChange]:
         """A calibrated twin's nodes leaving and joining as w's VC capacities step by day (none for a captured one)."""
-        return node_changes(w) if self.source == CALIBRATED else []
+        return node_changes(self.placed(w)) if self.source == CALIBRATED else []
+
+
+def pool_of(w: Workload, gpus_per_node: int) -> Workload:
+    """w with each VC one pool of its GPUs: its nodes (and their steps) split into nodes of one GPU, and no job's
+    node count kept, so that a job is placed by its GPU count."""
+    steps = w.vc_node_steps
+    if steps is not None:
+        steps = tuple(tuple((t_s, n * gpus_per_node) for t_s, n in vc_steps) for vc_steps in steps)
+    scheduler = None if w.scheduler is None else dataclasses.replace(w.scheduler, nodes=None)
+    vc_nodes = tuple(n * gpus_per_node for n in w.vc_nodes)
+    return dataclasses.replace(w, vc_nodes=vc_nodes, vc_node_steps=steps, scheduler=scheduler)
 
 
 def vc_cluster(
@@ -114,6 +158,12 @@ def node_changes(w: Workload) -> list[NodeChange]:
 def user_gpu_caps(w: Workload) -> dict[tuple[str, str], int]:
     """Per (VC, user) the most GPUs the user's jobs held at once in the record, at least their largest job's (empty
     when the trace records no users or no start times)."""
+    return {key: max(peak, largest, 1) for key, (peak, largest) in user_gpu_peaks(w).items()}
+
+
+def user_gpu_peaks(w: Workload) -> dict[tuple[str, str], tuple[int, int]]:
+    """Per (VC, user) the most GPUs the user's jobs held at once in the record (0 when none ran) and their largest
+    job's GPUs (empty when the trace records no users or no start times)."""
     rec = w.recorded_start_s
     if w.scheduler is None or rec is None or not len(w):
         return {}
@@ -134,29 +184,36 @@ def user_gpu_caps(w: Workload) -> dict[tuple[str, str], int]:
     held = steps.with_columns(pl.col("delta").cum_sum().over("vc", "user").alias("held"))
     peak = held.group_by("vc", "user").agg(pl.col("held").max().alias("peak"))
     largest = jobs.filter(pl.col("user") != "").group_by("vc", "user").agg(pl.col("gpus").max().alias("largest"))
-    caps = largest.join(peak, on=["vc", "user"], how="left").with_columns(
-        pl.max_horizontal(pl.col("peak").fill_null(0), "largest", 1).alias("cap")
-    )
-    return {(v, u): int(c) for v, u, c in caps.select("vc", "user", "cap").iter_rows()}
+    both = largest.join(peak, on=["vc", "user"], how="left").with_columns(pl.col("peak").fill_null(0))
+    return {(v, u): (int(p), int(g)) for v, u, p, g in both.select("vc", "user", "peak", "largest").iter_rows()}
 
 
-def calibrated(w: Workload, gpus_per_node: int) -> Calibration:
-    """The twin of a trace without a captured configuration, calibrated from w's record (the module's rules)."""
-    caps = user_gpu_caps(w)
-    config = vc_cluster(w, gpus_per_node)
+def capped(config: SlurmConfig, caps: dict[tuple[str, str], int]) -> SlurmConfig:
+    """config with an account per VC of caps and each (VC, user) of caps capped at its GPUs (GrpTRES=gres/gpu)."""
     accounts = tuple(AssocSpec(account=vc) for vc in sorted({vc for vc, _ in caps}))
     users = tuple(AssocSpec(account=vc, user=user, grp_gpus=cap) for (vc, user), cap in sorted(caps.items()))
-    assocs = accounts + users
-    config = SlurmConfig(nodes=config.nodes, partitions=config.partitions, assocs=assocs)
+    return dataclasses.replace(config, assocs=accounts + users)
+
+
+def calibrated(w: Workload, gpus_per_node: int, pooled: bool = False, carried: Workload | None = None) -> Calibration:
+    """The twin of a trace without a captured configuration, calibrated from w's record (the module's rules; pooled:
+    each VC one pool of its GPUs, starting from the carried jobs (sim.workload.carried_in), else its nodes of
+    gpus_per_node GPUs, starting empty)."""
+    carried = carried if pooled and carried is not None and len(carried) else None
+    caps = user_gpu_caps(joined(carried, w) if carried is not None else w)
+    placed = pool_of(w, gpus_per_node) if pooled else w
+    config = capped(vc_cluster(placed, 1 if pooled else gpus_per_node, sched=WHOLE_QUEUE), caps)
     steps = sum(len(s) - 1 for s in w.vc_node_steps) if w.vc_node_steps is not None else 0
     changed = f", {steps:,} changes of a VC's capacity in the window" if steps else ", none changing in the window"
-    nodes = f"{len(w.vc_names)} VCs, up to {len(config.nodes):,} nodes of {gpus_per_node} GPUs{changed}"
-    capped = f"{len(caps):,} users" if caps else "none: the trace records no users or no start times"
+    size = "pools of up to" if pooled else "up to"
+    unit = "GPUs" if pooled else f"nodes of {gpus_per_node} GPUs"
+    nodes = f"{len(w.vc_names)} VCs, {size} {len(config.nodes):,} {unit}{changed}"
+    users = f"{len(caps):,} users" if caps else "none: the trace records no users or no start times"
     limits = w.scheduler.timelimit_s if w.scheduler is not None else None
     limited = int((limits > 0).sum()) if limits is not None else 0
     recorded = f"{limited:,} of {len(w):,} jobs with a recorded limit" if limited else "none recorded"
-    rules = (f"{PARTITIONS}: {nodes}", f"{USER_CAPS}: {capped}", f"{LIMITS}: {recorded}", ORDERING)
-    return Calibration(config, CALIBRATED, rules, gpus_per_node)
+    rules = (f"{PARTITIONS}: {nodes}", f"{USER_CAPS}: {users}", f"{LIMITS}: {recorded}", ORDERING)
+    return Calibration(config, CALIBRATED, rules, gpus_per_node, pooled, carried)
 
 
 def captured(config: SlurmConfig, summary: str) -> Calibration:

@@ -59,28 +59,35 @@ def slurm_jobs(config: SlurmConfig, w: Workload) -> tuple[SlurmJobs, list[str]]:
     )
 
 
-def simulate_slurm(config: SlurmConfig, sim: SimConfig, w: Workload, changes: Sequence[NodeChange] = ()) -> SimResult:
+def simulate_slurm(
+    config: SlurmConfig, sim: SimConfig, w: Workload, changes: Sequence[NodeChange] = (), carried: int = 0
+) -> SimResult:
     """Replay w with the cluster's scheduler (changes: its nodes leaving and joining) and return one VCResult per VC
-    (timelines per VC's partition)."""
+    (timelines per VC's partition); w's first `carried` jobs, those running or waiting when the window opened, are
+    replayed but neither reported nor counted in the timelines."""
     t = time.perf_counter()
     jobs, _ = slurm_jobs(config, w)
-    groups = (w.vc_index, len(w.vc_names))
+    group = w.vc_index.astype(np.int64)
+    group[:carried] = len(w.vc_names)  # their own timeline group, left out
+    groups = (group, len(w.vc_names) + (carried > 0))
     out = replay(config, jobs, boot_offset_s(config, w.t0_us), groups, w.t0_us // _US_PER_S, changes)
-    vcs = {name: _vc_result(w, v, out) for v, name in enumerate(w.vc_names)}
-    return SimResult(w, sim, vcs, int((~out.runnable).sum()), time.perf_counter() - t)
+    kept = w.after(carried) if carried else w
+    vcs = {name: _vc_result(kept, v, out, carried) for v, name in enumerate(w.vc_names)}
+    return SimResult(kept, sim, vcs, int((~out.runnable[carried:]).sum()), time.perf_counter() - t)
 
 
-def _vc_result(w: Workload, v: int, out: SlurmOutcome) -> VCResult:
+def _vc_result(w: Workload, v: int, out: SlurmOutcome, offset: int) -> VCResult:
     rows = w.vc_rows(v)
-    started = out.start_s[rows] >= 0
+    at = rows + offset
+    started = out.start_s[at] >= 0
     return VCResult(
         rows=rows,
-        start_s=out.start_s[rows],
-        end_s=out.end_s[rows],
-        queue_s=np.where(started, out.start_s[rows] - w.submit_s[rows], -1),
+        start_s=out.start_s[at],
+        end_s=out.end_s[at],
+        queue_s=np.where(started, out.start_s[at] - w.submit_s[rows], -1),
         preemptions=np.zeros(rows.shape[0], dtype=np.int64),
-        priority=np.where(started, out.priority[rows], NO_PRIORITY),
-        nodes=[tuple(n for n, _, _ in out.placement[r]) for r in rows],
+        priority=np.where(started, out.priority[at], NO_PRIORITY),
+        nodes=[tuple(n for n, _, _ in out.placement[r]) for r in at],
         timeline_t_s=out.timeline_t_s,
         timeline_used_gpus=out.timeline_used_gpus[:, v],
         timeline_queued_jobs=out.timeline_queued_jobs[:, v],

@@ -10,6 +10,7 @@ import pytest
 
 from analytics import schema
 from sim import estimators, workload
+from sim.model import joined
 
 T0 = datetime(2020, 4, 1)
 
@@ -101,6 +102,28 @@ def test_to_workload_seconds_and_load_factor():
     assert w1.submit_s[0] == 0
     assert np.array_equal(w2.submit_s, w1.submit_s // 2)
     assert (w1.recorded_start_s == -1).all()
+
+
+def test_the_jobs_running_or_waiting_when_a_window_opens_are_carried_in_running_first():
+    jobs = (
+        jobs_frame()
+        .with_columns((pl.col("submit_time") + pl.duration(seconds=pl.col("job_id") % 3 * 7_200)).alias("start_time"))
+        .with_columns((pl.col("start_time") + pl.duration(seconds=pl.col("duration"))).alias("end_time"))
+    )
+    opens = T0 + timedelta(days=1)
+    window = workload.select_window(jobs, "Earth", start=opens)
+    carried = workload.carried_in(window)
+    history = window.history.filter(pl.col("end_time") > opens)
+    running = history.filter(pl.col("start_time") < opens)
+    assert len(carried) == history.height and set(carried.job_id) == set(history["job_id"])
+    assert (carried.submit_s == 0).all() and carried.job_id[: running.height].tolist() == running["job_id"].to_list()
+    left_s = (running["end_time"] - opens).dt.total_seconds().to_numpy()
+    assert carried.duration_s[: running.height].tolist() == left_s.tolist()
+    assert (carried.recorded_start_s[: running.height] == 0).all()
+    both = joined(carried, workload.to_workload(window, {"vcA": 2}))
+    assert both.after(len(carried)).job_id.tolist() == window.jobs.filter(pl.col("gpu_num") > 0)["job_id"].to_list()
+    assert both.scheduler.user[: len(carried)].tolist() == carried.scheduler.user.tolist()
+    assert both.take(np.array([1, 0])).job_id.tolist() == both.job_id[[1, 0]].tolist()
 
 
 def split(names=False):

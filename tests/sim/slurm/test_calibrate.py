@@ -6,8 +6,9 @@ from dataclasses import replace
 import numpy as np
 
 from analytics.slurm_config import PrioritySpec, SchedSpec, check
-from sim.model import SchedulerColumns, Workload
-from sim.slurm.calibrate import CALIBRATED, calibrated, node_changes, user_gpu_caps, vc_cluster
+from sim.model import SchedulerColumns, SimConfig, Workload
+from sim.slurm.calibrate import CALIBRATED, WHOLE_QUEUE, calibrated, node_changes, user_gpu_caps, vc_cluster
+from sim.slurm.workload import simulate_slurm
 
 
 def _workload() -> Workload:
@@ -80,7 +81,7 @@ def test_the_calibrated_twin_caps_users_on_their_association_and_says_what_it_as
     assert twin.source == CALIBRATED
     users = {(a.account, a.user, a.grp_gpus) for a in check(twin.config).assocs if a.user}
     assert users == {("vcA", "u1", 2), ("vcB", "u2", 3)}
-    assert twin.config.priority == PrioritySpec() and twin.config.sched == SchedSpec()
+    assert twin.config.priority == PrioritySpec() and twin.config.sched == WHOLE_QUEUE
     words = " ".join(twin.rules)
     assert "5 nodes of 8 GPUs" in words and "record: 2 users" in words and "else none" in words
     assert twin.rules[2].endswith(": none recorded")
@@ -102,3 +103,34 @@ def test_without_users_or_start_times_nobody_is_capped():
     assert user_gpu_caps(_workload()) == {}
     w = _recorded(["", ""], [0, 1], [2, 3], [0, 0], [10, 10])
     assert user_gpu_caps(w) == {} and "none: the trace records no users" in " ".join(calibrated(w, 8).rules)
+
+
+def test_a_pooled_twin_places_by_gpu_count_on_each_vcs_gpus():
+    # vcA: 2 nodes of 8 GPUs; a recorded 1-node job of 12 GPUs cannot run on 8-GPU nodes but runs on the pool
+    w = _recorded(["u1"], [0], [12], [0], [10])
+    w = replace(w, scheduler=replace(w.scheduler, nodes=np.array([1])), vc_node_steps=(((0, 2), (3_600, 1)), ((0, 3),)))
+    twin = calibrated(w, 8, pooled=True)
+    assert twin.placement == "pools" and "pools of up to 40 GPUs" in twin.rules[0]
+    placed = twin.jobs_of(w)
+    assert placed.scheduler.nodes is None and placed.vc_nodes == (16, 24)
+    assert [len(p.nodes) for p in twin.config.partitions] == [16, 24] and {n.gpus for n in twin.config.nodes} == {1}
+    assert len(twin.changes_of(w)) == 8  # vcA's pool shrinks by one node's 8 GPUs at 3,600 s
+    result = simulate_slurm(twin.config, SimConfig(policy="slurm"), placed, twin.changes_of(w))
+    assert result.vcs["vcA"].start_s.tolist() == [0]
+    assert calibrated(w, 8).placement == "nodes"
+
+
+def test_a_pooled_twin_starts_from_the_carried_jobs_and_reports_only_the_windows():
+    # u1 ran 8 GPUs before the window until second 100 (carried), so the window's 10-GPU job of vcA's 16 waits;
+    # the carried job is in the record u1's cap is read from (10: it ended as the 10-GPU job started), not reported
+    window = _recorded(["u1"], [0], [10], [100], [50])
+    carried = replace(_recorded(["u1"], [0], [8], [0], [100]), job_id=np.array([99]))
+    twin = calibrated(window, 8, pooled=True, carried=carried)
+    assert twin.n_carried == 1
+    users = {(a.account, a.user, a.grp_gpus) for a in twin.config.assocs if a.user}
+    assert users == {("vcA", "u1", 10)}
+    result = simulate_slurm(twin.config, SimConfig(policy="slurm"), twin.jobs_of(window), (), twin.n_carried)
+    vc = result.vcs["vcA"]
+    assert vc.rows.tolist() == [0] and vc.start_s.tolist() == [100] and vc.queue_s.tolist() == [100]
+    assert result.workload.job_id.tolist() == [0] and vc.timeline_used_gpus.max() == 10
+    assert calibrated(window, 8, carried=carried).n_carried == 0  # a twin on nodes starts empty

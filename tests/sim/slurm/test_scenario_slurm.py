@@ -85,6 +85,18 @@ def test_a_calibrated_twin_replays_a_trace_whose_partitions_and_accounts_are_not
     assert vc_gpus_used == [8 * sum(max(1, round(n * 0.5)) for n in VCS.values())]  # each VC scaled, as fifo's
 
 
+def test_a_calibrated_twin_places_as_the_record_fits_best_and_reports_the_windows_jobs_only(trace):
+    jobs, vc_gpus = trace
+    result = run_scenario(ScenarioConfig(**WINDOW, policies=()), jobs, vc_gpus)
+    rule = next(r for r in result.twin["rules"] if r.startswith("placement:"))
+    chosen, told = rule.split()[1], rule.rsplit("distance to the record: ", 1)[1]
+    fits = dict(part.rsplit(" ", 1) for part in told.split(", "))
+    assert set(fits) == {"nodes", "pools"} and float(fits[chosen]) == min(map(float, fits.values()))
+    assert result.replay["distance"][TWIN] == pytest.approx(float(fits[chosen]), abs=1e-3)
+    ids = {s: set(result.records.filter(pl.col("scheme") == s)["job_id"]) for s in ("recorded", TWIN)}
+    assert ids["recorded"] == ids[TWIN]  # jobs carried in from before the window are replayed, not reported
+
+
 def test_the_baseline_twin_replays_the_cluster_as_it_was_and_the_knobs_only_the_alternative(trace):
     jobs, vc_gpus = trace
     config = ScenarioConfig(**WINDOW, policies=("slurm",), capacity_scale=2.0)
