@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -71,6 +72,27 @@ class Workload:
     def take(self, rows: np.ndarray) -> Workload:
         """The workload of the jobs at rows, in that order."""
         return map_jobs(self, lambda _, values: values[rows])
+
+
+def digest(*parts) -> str:
+    """A digest of parts' content (Workloads, dataclasses, arrays and plain values), equal for equal content."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        _feed(h, part)
+    return h.hexdigest()
+
+
+def _feed(h, value) -> None:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        h.update(type(value).__name__.encode())
+        for f in dataclasses.fields(value):
+            _feed(h, getattr(value, f.name))
+    elif isinstance(value, np.ndarray):
+        h.update(f"{value.dtype}{value.shape}".encode())
+        h.update("\x1f".join(map(str, value.tolist())).encode() if value.dtype == object else value.tobytes())
+    else:
+        h.update(repr(value).encode())
+    h.update(b"\x1e")
 
 
 def joined(head: Workload, tail: Workload) -> Workload:

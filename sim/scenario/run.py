@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import numpy as np
@@ -20,7 +22,7 @@ from analytics.slurm_config import SlurmConfig, SlurmConfigError
 from sim import engine, workload
 from sim.estimators import noisy_oracle_predict, predict, quality
 from sim.estimators.lgbm import lightgbm_fit_predict
-from sim.model import SimConfig, SimResult, VCResult, Workload
+from sim.model import SimConfig, SimResult, VCResult, Workload, digest
 from sim.policies import CLUSTER_WIDE
 from sim.scenario.config import RECORDED, TWIN, ScenarioConfig, ScenarioError, ScenarioRequest, config_to_dict, validate
 from sim.scenario.energy import run_ces_part
@@ -326,13 +328,10 @@ def _replay_twin(w_recorded: Workload, schemes: _Schemes, reporter: _Reporter, s
     the one nearest the record (outputs.distance; the first without a record) as the baseline; returns it."""
     t = time.perf_counter()
     recorded = next((r for r in schemes.rows if r["scheme"] == RECORDED), None)
+    reporter.report(step, f"replaying the Slurm twin ({twins[0].source}: {', '.join(c.placement for c in twins)})")
+    results = _replays(twins, w_recorded)
     fits = []
-    for twin in twins:
-        reporter.report(step, f"replaying the Slurm twin ({twin.source}, {twin.placement})")
-        jobs = twin.jobs_of(w_recorded)
-        result = simulate_slurm(
-            twin.config, SimConfig(policy="slurm"), jobs, twin.changes_of(w_recorded), twin.n_carried
-        )
+    for twin, result in zip(twins, results, strict=True):
         row = schemes.row_of(result)
         fits.append((distance(row, recorded) if recorded is not None else 0.0, twin, result))
     chosen = min(fits, key=lambda fit: fit[0])  # NOTE: the first on ties
@@ -343,6 +342,34 @@ def _replay_twin(w_recorded: Workload, schemes: _Schemes, reporter: _Reporter, s
     _add_result(schemes, TWIN, result, schemes.recorded_capacity)
     stage_s[TWIN] = time.perf_counter() - t
     return twin
+
+
+_BASELINES: OrderedDict[str, list[SimResult]] = OrderedDict()  # recent twins' replays, by their inputs' digest
+BASELINES_KEPT = 2  # a sweep over the load factor alternates two; each set holds a window's replays twice
+_BASELINES_LOCK = threading.Lock()
+
+
+def _replays(twins: list[Calibration], w_recorded: Workload) -> list[SimResult]:
+    """Each twin's replay of the cluster as it was, in threads (the compiled replay runs without the GIL); the last
+    BASELINES_KEPT sets are kept, so that a sweep's points in one process replay their common baseline once."""
+    key = digest(w_recorded, *twins)
+    with _BASELINES_LOCK:
+        if key in _BASELINES:
+            _BASELINES.move_to_end(key)
+            return _BASELINES[key]
+    with ThreadPoolExecutor(len(twins)) as pool:
+        results = list(pool.map(lambda twin: _replayed(twin, w_recorded), twins))
+    with _BASELINES_LOCK:
+        _BASELINES[key] = results
+        while len(_BASELINES) > BASELINES_KEPT:
+            _BASELINES.popitem(last=False)
+    return results
+
+
+def _replayed(twin: Calibration, w_recorded: Workload) -> SimResult:
+    """The twin's replay of the cluster as it was."""
+    jobs = twin.jobs_of(w_recorded)
+    return simulate_slurm(twin.config, SimConfig(policy="slurm"), jobs, twin.changes_of(w_recorded), twin.n_carried)
 
 
 def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, scheduler=None) -> ScenarioResult:

@@ -31,15 +31,11 @@ CAPTURED, CALIBRATED = "captured", "calibrated"
 PARTITIONS = "each VC a partition on its own nodes, as many in service as its capacity of each day"
 USER_CAPS = "each user capped in their VC at the most GPUs their jobs held at once in the record"
 LIMITS = "time limits: the trace's own where it records them, else none (backfill then starts whatever fits now)"
-ORDERING = (
-    "priority/basic (first submitted, first considered) with sched/backfill, both passes over the whole queue "
-    "(default_queue_depth and bf_max_job_test at 1,000,000: a trace does not show how deep a site's passes go)"
-)
+ORDERING = "priority/basic (first submitted, first considered) with sched/backfill at Slurm's defaults"
 PLACEMENT = (
     "each VC's nodes, or each VC one pool of its GPUs (jobs placed by GPU count, the replay starting from the jobs "
     "running or waiting when the window opened), whichever replays the window's record nearer"
 )
-WHOLE_QUEUE = SchedSpec(default_queue_depth=1_000_000, bf_max_job_test=1_000_000)
 RULES = (PARTITIONS, USER_CAPS, LIMITS, ORDERING, f"placement: {PLACEMENT}")  # in words, without a window's numbers
 
 
@@ -202,7 +198,7 @@ def calibrated(w: Workload, gpus_per_node: int, pooled: bool = False, carried: W
     carried = carried if pooled and carried is not None and len(carried) else None
     caps = user_gpu_caps(joined(carried, w) if carried is not None else w)
     placed = pool_of(w, gpus_per_node) if pooled else w
-    config = capped(vc_cluster(placed, 1 if pooled else gpus_per_node, sched=WHOLE_QUEUE), caps)
+    config = capped(vc_cluster(placed, 1 if pooled else gpus_per_node), caps)
     steps = sum(len(s) - 1 for s in w.vc_node_steps) if w.vc_node_steps is not None else 0
     changed = f", {steps:,} changes of a VC's capacity in the window" if steps else ", none changing in the window"
     size = "pools of up to" if pooled else "up to"

@@ -7,7 +7,7 @@ import numpy as np
 
 from analytics.slurm_config import PrioritySpec, SchedSpec, check
 from sim.model import SchedulerColumns, SimConfig, Workload
-from sim.slurm.calibrate import CALIBRATED, WHOLE_QUEUE, calibrated, node_changes, user_gpu_caps, vc_cluster
+from sim.slurm.calibrate import CALIBRATED, calibrated, node_changes, user_gpu_caps, vc_cluster
 from sim.slurm.workload import simulate_slurm
 
 
@@ -81,7 +81,7 @@ def test_the_calibrated_twin_caps_users_on_their_association_and_says_what_it_as
     assert twin.source == CALIBRATED
     users = {(a.account, a.user, a.grp_gpus) for a in check(twin.config).assocs if a.user}
     assert users == {("vcA", "u1", 2), ("vcB", "u2", 3)}
-    assert twin.config.priority == PrioritySpec() and twin.config.sched == WHOLE_QUEUE
+    assert twin.config.priority == PrioritySpec() and twin.config.sched == SchedSpec()
     words = " ".join(twin.rules)
     assert "5 nodes of 8 GPUs" in words and "record: 2 users" in words and "else none" in words
     assert twin.rules[2].endswith(": none recorded")

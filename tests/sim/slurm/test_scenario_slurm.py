@@ -25,6 +25,12 @@ def _config() -> SlurmConfig:
     return SlurmConfig(nodes=nodes, partitions=tuple(parts), priority=prio, sched=SchedSpec(bf_interval_s=30))
 
 
+@pytest.fixture(autouse=True)
+def no_kept_baselines(monkeypatch):
+    """Each test replays its baselines itself (the tests count the replays)."""
+    monkeypatch.setattr(scenario_run, "_BASELINES", scenario_run.OrderedDict())
+
+
 @pytest.fixture(scope="module")
 def trace():
     return make_cluster(n_jobs=600)
@@ -70,7 +76,7 @@ def test_the_slurm_policy_without_a_knob_is_the_baselines_own_replay_and_with_on
     starts = {s: same.records.filter(pl.col("scheme") == s)["start_s"].to_list() for s in (TWIN, "slurm")}
     assert starts[TWIN] == starts["slurm"]
     run_scenario(replace(config, twin=(("backfill", 0.0),)), jobs, vc_gpus, scheduler=_config())
-    assert len(calls) == 3 and calls[1].sched.backfill and not calls[2].sched.backfill
+    assert len(calls) == 2 and calls[0].sched.backfill and not calls[1].sched.backfill  # the baseline kept
 
 
 def test_a_calibrated_twin_replays_a_trace_whose_partitions_and_accounts_are_not_its_vcs(trace):
@@ -95,6 +101,21 @@ def test_a_calibrated_twin_places_as_the_record_fits_best_and_reports_the_window
     assert result.replay["distance"][TWIN] == pytest.approx(float(fits[chosen]), abs=1e-3)
     ids = {s: set(result.records.filter(pl.col("scheme") == s)["job_id"]) for s in ("recorded", TWIN)}
     assert ids["recorded"] == ids[TWIN]  # jobs carried in from before the window are replayed, not reported
+
+
+def test_a_scenario_run_again_replays_its_baseline_twins_once(trace, monkeypatch):
+    jobs, vc_gpus = trace
+    calls = []
+    replay = scenario_run.simulate_slurm
+    monkeypatch.setattr(scenario_run, "simulate_slurm", lambda *a: calls.append(a[0]) or replay(*a))
+    config = ScenarioConfig(**WINDOW, policies=("fifo",))
+    first = run_scenario(config, jobs, vc_gpus)
+    assert len(calls) == 2  # the twin on nodes and on pools
+    again = run_scenario(replace(config, policies=("sjf",)), jobs, vc_gpus)
+    assert len(calls) == 2 and again.twin == first.twin
+    assert again.summary.filter(pl.col("scheme") == TWIN).equals(first.summary.filter(pl.col("scheme") == TWIN))
+    run_scenario(replace(config, end="2020-04-07"), jobs, vc_gpus)
+    assert len(calls) == 4  # another window, another baseline
 
 
 def test_the_baseline_twin_replays_the_cluster_as_it_was_and_the_knobs_only_the_alternative(trace):
