@@ -83,6 +83,7 @@ def digest(*parts) -> str:
 
 
 def _feed(h, value) -> None:
+    """Feed value's content to the hash h, tagged so that different shapes and types do not collide."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         h.update(type(value).__name__.encode())
         for f in dataclasses.fields(value):

@@ -145,24 +145,32 @@ def pool_whole_cluster(window: Window, vc_nodes: dict[str, int]) -> Window:
 
 def carried_in(window: Window) -> Workload:
     """The jobs submitted before the window that were running or waiting when it opened, as a replay starts from
-    them: those running from second 0 for what was left of their run, then those waiting, in submit order, submitted
-    at second 0 (their recorded start kept)."""
+    them: those running from second 0 for what was left of their run (and of their time limit), then those waiting,
+    in submit order, submitted at second 0 (their recorded start kept)."""
     jobs = window.history.filter(
-        pl.col("vc").is_in(window.vcs)
-        & pl.col("start_time").is_not_null()
-        & (pl.col("end_time").fill_null(pl.col("start_time")) > window.start)
+        pl.col("vc").is_in(window.vcs) & pl.col("start_time").is_not_null() & (pl.col("end_time") > window.start)
     )
     w = to_workload(Window(jobs, jobs.clear(), window.start, window.end, window.vcs), {})
     running = w.recorded_start_s < 0
     order = np.concatenate([np.flatnonzero(running), np.flatnonzero(~running)])  # each part in submit order
-    remaining_s = np.where(running, w.duration_s + w.recorded_start_s, w.duration_s)
+    left_s = np.maximum(w.duration_s + w.recorded_start_s, 1)  # NOTE: whole seconds: at least one is left
     w = dataclasses.replace(
         w,
         submit_s=np.zeros(len(w), dtype=np.int64),
-        duration_s=remaining_s,
+        duration_s=np.where(running, left_s, w.duration_s),
         recorded_start_s=np.maximum(w.recorded_start_s, 0),
+        scheduler=_limits_left(w.scheduler, running, w.recorded_start_s),
     )
     return w.take(order)
+
+
+def _limits_left(cols: SchedulerColumns | None, running: np.ndarray, start_s: np.ndarray) -> SchedulerColumns | None:
+    """The scheduler columns with each running job's time limit what was left of it (at least one second)."""
+    if cols is None or cols.timelimit_s is None:
+        return cols
+    limit_s = cols.timelimit_s
+    left_s = np.where(running & (limit_s > 0), np.maximum(limit_s + start_s, 1), limit_s)
+    return dataclasses.replace(cols, timelimit_s=left_s)
 
 
 def read_vc_nodes_csv(path: str | Path) -> dict[str, int]:

@@ -303,10 +303,18 @@ def distance(row: dict, recorded: dict) -> float:
 def closest_to_record(rows: list[dict]) -> str | None:
     """The simulated scheme whose figures are closest to the recorded ones (distance); None without a record."""
     recorded = next((r for r in rows if r["scheme"] == RECORDED), None)
-    simulated = [r for r in rows if r["scheme"] != RECORDED and r.get("avg_jct_s") is not None]
-    if recorded is None or recorded.get("avg_jct_s") is None or not simulated:
+    simulated = [r for r in rows if r["scheme"] != RECORDED]
+    best = nearest_row(simulated, recorded) if recorded is not None else None
+    return None if best is None else simulated[best]["scheme"]
+
+
+def nearest_row(rows: list[dict], recorded: dict) -> int | None:
+    """The index of the row nearest the recorded one (distance; the first on ties, rows without a mean JCT left out),
+    None when none can be compared (or the record has no finished job)."""
+    usable = [k for k, r in enumerate(rows) if r.get("avg_jct_s") is not None]
+    if not usable or recorded.get("avg_jct_s") is None:
         return None
-    return min(simulated, key=lambda r: distance(r, recorded))["scheme"]
+    return min(usable, key=lambda k: distance(rows[k], recorded))
 
 
 def _pair(rows: list[dict], baseline: str | None) -> tuple[dict | None, dict | None]:

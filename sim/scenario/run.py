@@ -34,6 +34,7 @@ from sim.scenario.outputs import (
     engine_gpu_s,
     engine_timeline,
     error_band,
+    nearest_row,
     per_account_means,
     per_vc_means,
     predictor_quality,
@@ -264,14 +265,17 @@ def _steps_of(w: Workload, steps: dict, load_factor: float, capacity_scale: floa
 
 
 def twin_candidates(
-    w: Workload, scheduler: SlurmConfig | None, gpus_per_node: int, carried: Workload | None = None
+    w: Workload, scheduler: SlurmConfig | None, gpus_per_node: int, window: workload.Window | None = None
 ) -> list[Calibration]:
-    """The twins a scenario may replay: the captured configuration, else the two calibrated from w's record (w with
-    the cluster's own capacity): on each VC's nodes, and on each VC's pool starting from the carried jobs (those
-    running or waiting when the window opened)."""
+    """The twins a scenario may replay: the captured configuration, else one calibrated from w's record (w with the
+    cluster's own capacity) on each VC's nodes and, with the record's window to fit them on, one on each VC's pool
+    starting from the jobs running or waiting when the window opened."""
     if scheduler is not None:
         return [captured(scheduler, config_summary(scheduler))]
-    return [calibrated(w, gpus_per_node), calibrated(w, gpus_per_node, pooled=True, carried=carried)]
+    if window is None:
+        return [calibrated(w, gpus_per_node)]
+    carried = workload.carried_in(window)
+    return [calibrated(w, gpus_per_node, carried=carried), calibrated(w, gpus_per_node, True, carried)]
 
 
 def _changed_twin(config: ScenarioConfig, twin: Calibration, w: Workload) -> SlurmConfig:
@@ -323,25 +327,34 @@ def _simulate_policies(config, w: Workload, schemes: _Schemes, reporter: _Report
         stage_s[policy] = time.perf_counter() - t
 
 
-def _replay_twin(w_recorded: Workload, schemes: _Schemes, reporter: _Reporter, step: float, twins, stage_s):
-    """Replay each candidate twin on the cluster as it was (its own capacity, no knob; the scenario's load) and keep
-    the one nearest the record (outputs.distance; the first without a record) as the baseline; returns it."""
-    t = time.perf_counter()
+def _chosen_twin(twins: list[Calibration], w_recorded: Workload, schemes: _Schemes, reporter: _Reporter, step):
+    """The candidate twin whose replay of the cluster as it was is nearest the record (outputs.nearest_row; the
+    only one when there is one candidate or no record) with its replay (None when none was needed), the fit in its
+    rules."""
     recorded = next((r for r in schemes.rows if r["scheme"] == RECORDED), None)
-    reporter.report(step, f"replaying the Slurm twin ({twins[0].source}: {', '.join(c.placement for c in twins)})")
+    if len(twins) == 1 or recorded is None:
+        return twins[0], None
+    placements = " and on ".join(c.placement for c in twins)
+    reporter.report(step, f"replaying the Slurm twin ({twins[0].source}, on {placements})")
     results = _replays(twins, w_recorded)
-    fits = []
-    for twin, result in zip(twins, results, strict=True):
-        row = schemes.row_of(result)
-        fits.append((distance(row, recorded) if recorded is not None else 0.0, twin, result))
-    chosen = min(fits, key=lambda fit: fit[0])  # NOTE: the first on ties
-    twin, result = chosen[1], chosen[2]
-    if len(fits) > 1 and recorded is not None:
-        twin = twin.with_fit([(other.placement, d) for d, other, _ in fits])
-    schemes.twin = result
-    _add_result(schemes, TWIN, result, schemes.recorded_capacity)
-    stage_s[TWIN] = time.perf_counter() - t
-    return twin
+    rows = [schemes.row_of(result) for result in results]
+    best = nearest_row(rows, recorded)
+    if best is None:
+        return twins[0], results[0]
+    fits = [(c.placement, distance(row, recorded)) for c, row in zip(twins, rows, strict=True) if row["avg_jct_s"]]
+    return twins[best].with_fit(fits), results[best]
+
+
+def _add_twin(w_recorded: Workload, schemes: _Schemes, reporter: _Reporter, step: float, twin, replayed, stage_s):
+    """Add the twin's replay of the cluster as it was (its own capacity, no knob; the scenario's load) as the
+    baseline (replayed: its replay when the choice of twin made it)."""
+    t = time.perf_counter()
+    if replayed is None:
+        reporter.report(step, f"replaying the Slurm twin ({twin.source})")
+        replayed = _replays([twin], w_recorded)[0]
+    schemes.twin = replayed
+    _add_result(schemes, TWIN, replayed, schemes.recorded_capacity)
+    stage_s[TWIN] = stage_s.get(TWIN, 0.0) + time.perf_counter() - t
 
 
 _BASELINES: OrderedDict[str, list[SimResult]] = OrderedDict()  # recent twins' replays, by their inputs' digest
@@ -351,8 +364,9 @@ _BASELINES_LOCK = threading.Lock()
 
 def _replays(twins: list[Calibration], w_recorded: Workload) -> list[SimResult]:
     """Each twin's replay of the cluster as it was, in threads (the compiled replay runs without the GIL); the last
-    BASELINES_KEPT sets are kept, so that a sweep's points in one process replay their common baseline once."""
-    key = digest(w_recorded, *twins)
+    BASELINES_KEPT sets are kept, keyed by what the replays read, so that a sweep's points in one process replay
+    their common baseline once. The results are shared: they must not be changed."""
+    key = digest(*(_replay_inputs(twin, w_recorded) for twin in twins))
     with _BASELINES_LOCK:
         if key in _BASELINES:
             _BASELINES.move_to_end(key)
@@ -366,10 +380,18 @@ def _replays(twins: list[Calibration], w_recorded: Workload) -> list[SimResult]:
     return results
 
 
+def _replay_inputs(twin: Calibration, w_recorded: Workload) -> tuple:
+    """What a twin's replay of w_recorded reads: its configuration, jobs (without the predictions), node changes and
+    carried jobs' count."""
+    jobs = dataclasses.replace(twin.jobs_of(w_recorded), predicted_s=np.zeros(0))
+    return twin.config, jobs, tuple(twin.changes_of(w_recorded)), twin.n_carried
+
+
 def _replayed(twin: Calibration, w_recorded: Workload) -> SimResult:
-    """The twin's replay of the cluster as it was."""
+    """The twin's replay of the cluster as it was (its result's workload: w_recorded's jobs as the trace gives them)."""
     jobs = twin.jobs_of(w_recorded)
-    return simulate_slurm(twin.config, SimConfig(policy="slurm"), jobs, twin.changes_of(w_recorded), twin.n_carried)
+    result = simulate_slurm(twin.config, SimConfig(policy="slurm"), jobs, twin.changes_of(w_recorded), twin.n_carried)
+    return dataclasses.replace(result, workload=w_recorded)
 
 
 def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, scheduler=None) -> ScenarioResult:
@@ -385,9 +407,12 @@ def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, schedul
         schemes.add(RECORDED, record, busy_gpu_s, *timeline, schemes.recorded_capacity)
     twin = None
     if wants_scheduler(config):
-        carried = workload.carried_in(window) if config.load_factor == 1.0 else None
-        twins = twin_candidates(w_recorded, scheduler, config.gpus_per_node, carried)
-        twin = _replay_twin(w_recorded, schemes, reporter, step, twins, stage_s) if config.twin_baseline else twins[0]
+        t = time.perf_counter()
+        twins = twin_candidates(w_recorded, scheduler, config.gpus_per_node, window if record is not None else None)
+        twin, replayed = _chosen_twin(twins, w_recorded, schemes, reporter, step)
+        stage_s[TWIN] = time.perf_counter() - t
+        if config.twin_baseline:
+            _add_twin(w_recorded, schemes, reporter, step, twin, replayed, stage_s)
     _simulate_policies(config, w, schemes, reporter, step, stage_s, twin)
     ladder = None
     if config.ladder:

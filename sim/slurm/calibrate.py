@@ -52,9 +52,7 @@ class Calibration:
 
     @property
     def placement(self) -> str:
-        """Where the twin places jobs, in a word: "pools", "nodes" or (captured) "captured nodes"."""
-        if self.source == CAPTURED:
-            return "captured nodes"
+        """Where the twin places jobs, in a word: "pools" or "nodes"."""
         return "pools" if self.pooled else "nodes"
 
     def with_fit(self, fits: list[tuple[str, float]]) -> Calibration:
@@ -78,9 +76,11 @@ class Calibration:
 
     def jobs_of(self, w: Workload) -> Workload:
         """w as this twin replays it: for a calibrated twin, each job's partition and account are its VC."""
-        if self.source != CALIBRATED or w.scheduler is None:
+        if self.source != CALIBRATED:
             return w
         w = self.placed(joined(self.carried, w) if self.carried is not None else w)
+        if w.scheduler is None:
+            return w
         return dataclasses.replace(w, scheduler=dataclasses.replace(w.scheduler, partition=None, account=None))
 
     def on_nodes_of(self, w: Workload) -> SlurmConfig:
@@ -192,11 +192,12 @@ def capped(config: SlurmConfig, caps: dict[tuple[str, str], int]) -> SlurmConfig
 
 
 def calibrated(w: Workload, gpus_per_node: int, pooled: bool = False, carried: Workload | None = None) -> Calibration:
-    """The twin of a trace without a captured configuration, calibrated from w's record (the module's rules; pooled:
-    each VC one pool of its GPUs, starting from the carried jobs (sim.workload.carried_in), else its nodes of
-    gpus_per_node GPUs, starting empty)."""
-    carried = carried if pooled and carried is not None and len(carried) else None
+    """The twin of a trace without a captured configuration, calibrated from w's record and the carried jobs
+    (sim.workload.carried_in; the module's rules): pooled, each VC one pool of its GPUs starting from them, else its
+    nodes of gpus_per_node GPUs starting empty."""
+    carried = carried if carried is not None and len(carried) else None
     caps = user_gpu_caps(joined(carried, w) if carried is not None else w)
+    carried = carried if pooled else None
     placed = pool_of(w, gpus_per_node) if pooled else w
     config = capped(vc_cluster(placed, 1 if pooled else gpus_per_node), caps)
     steps = sum(len(s) - 1 for s in w.vc_node_steps) if w.vc_node_steps is not None else 0

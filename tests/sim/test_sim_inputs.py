@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 from analytics import schema
 from sim import estimators, workload
-from sim.model import joined
+from sim.model import digest, joined
 
 T0 = datetime(2020, 4, 1)
 
@@ -120,10 +121,27 @@ def test_the_jobs_running_or_waiting_when_a_window_opens_are_carried_in_running_
     left_s = (running["end_time"] - opens).dt.total_seconds().to_numpy()
     assert carried.duration_s[: running.height].tolist() == left_s.tolist()
     assert (carried.recorded_start_s[: running.height] == 0).all()
+    limited = workload.carried_in(
+        workload.select_window(jobs.with_columns(pl.lit(100_000).alias("timelimit_s")), "Earth", start=opens)
+    )
+    started_s = (running["start_time"] - opens).dt.total_seconds().to_numpy()
+    assert limited.scheduler.timelimit_s[: running.height].tolist() == (100_000 + started_s).tolist()
+    assert (limited.scheduler.timelimit_s[running.height :] == 100_000).all()
     both = joined(carried, workload.to_workload(window, {"vcA": 2}))
     assert both.after(len(carried)).job_id.tolist() == window.jobs.filter(pl.col("gpu_num") > 0)["job_id"].to_list()
     assert both.scheduler.user[: len(carried)].tolist() == carried.scheduler.user.tolist()
     assert both.take(np.array([1, 0])).job_id.tolist() == both.job_id[[1, 0]].tolist()
+
+
+def test_a_digest_follows_the_content_of_workloads_and_their_columns():
+    win = workload.select_window(jobs_frame(), "Earth", start=T0, end=T0 + timedelta(days=1))
+    w = workload.to_workload(win, {"vcA": 2})
+    same = workload.to_workload(win, {"vcA": 2})
+    assert digest(w, (1, "a")) == digest(same, (1, "a")) != digest(w, (1, "b"))
+    users = w.scheduler.user.copy()
+    users[0] = "someone else"
+    assert digest(replace(w, scheduler=replace(w.scheduler, user=users))) != digest(w)
+    assert digest(replace(w, gpu_num=w.gpu_num + 1)) != digest(w)
 
 
 def split(names=False):
