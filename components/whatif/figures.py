@@ -127,6 +127,8 @@ def ratio_phrase(ratio: float | None, what: str, reference: str) -> str:
         return f"{reference}'s {what}: no ratio"
     if abs(ratio - 1) < 0.005:
         return f"{ratio:.2f}× {reference}'s {what}, the same"
+    if ratio <= 0:
+        return f"0× {reference}'s {what}: none at all"
     direction = f"{_times(1 / ratio)}× shorter" if ratio < 1 else f"{_times(ratio)}× longer"
     return f"{_times(ratio)}× {reference}'s {what}, {direction}"
 

@@ -417,6 +417,7 @@ def test_ratios_say_their_direction():
     assert wf.ratio_phrase(0.128, "mean queue", "FIFO") == "0.13× FIFO's mean queue, 7.8× shorter"
     assert wf.ratio_phrase(692.3, "mean queue", "SRTF") == "692× SRTF's mean queue, 692× longer"
     assert wf.ratio_phrase(1.0, "mean JCT", "FIFO") == "1.00× FIFO's mean JCT, the same"
+    assert wf.ratio_phrase(0.0, "mean queue", "Slurm twin") == "0× Slurm twin's mean queue: none at all"
     summary = pl.DataFrame(
         {
             "scheme": [RECORDED, "fifo", "qssf"],
