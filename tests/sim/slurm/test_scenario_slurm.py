@@ -65,11 +65,17 @@ def test_the_twin_is_the_baseline_with_its_error_as_the_band_of_every_change(tra
     assert lines["start order (Kendall τ)"]["replayed"] == twin["start_order_tau"]
 
 
-def test_the_slurm_policy_without_a_knob_is_the_baselines_own_replay_and_with_one_its_own(trace, monkeypatch):
-    jobs, vc_gpus = trace
-    calls = []
+@pytest.fixture
+def calls(monkeypatch) -> list:
+    """The configurations of every Slurm replay a test's scenarios make, in order."""
+    made = []
     replay = scenario_run.simulate_slurm
-    monkeypatch.setattr(scenario_run, "simulate_slurm", lambda *a: calls.append(a[0]) or replay(*a))
+    monkeypatch.setattr(scenario_run, "simulate_slurm", lambda *a: made.append(a[0]) or replay(*a))
+    return made
+
+
+def test_the_slurm_policy_without_a_knob_is_the_baselines_own_replay_and_with_one_its_own(trace, calls):
+    jobs, vc_gpus = trace
     config = ScenarioConfig(**WINDOW, policies=("slurm",))
     same = run_scenario(config, jobs, vc_gpus, scheduler=_config())
     assert len(calls) == 1
@@ -103,11 +109,8 @@ def test_a_calibrated_twin_places_as_the_record_fits_best_and_reports_the_window
     assert ids["recorded"] == ids[TWIN]  # jobs carried in from before the window are replayed, not reported
 
 
-def test_a_scenario_run_again_replays_its_baseline_twins_once(trace, monkeypatch):
+def test_a_scenario_run_again_replays_its_baseline_twins_once(trace, calls):
     jobs, vc_gpus = trace
-    calls = []
-    replay = scenario_run.simulate_slurm
-    monkeypatch.setattr(scenario_run, "simulate_slurm", lambda *a: calls.append(a[0]) or replay(*a))
     config = ScenarioConfig(**WINDOW, policies=("fifo",))
     first = run_scenario(config, jobs, vc_gpus)
     assert len(calls) == 2  # the twin on nodes and on pools
