@@ -27,7 +27,7 @@ from sim.ces.run import MODES
 from sim.estimators import ESTIMATORS
 from sim.slurm.knobs import check_knob
 
-SCENARIO_CODE_VERSION = "9"  # bump when the results of the same configuration change
+SCENARIO_CODE_VERSION = "10"  # bump when the results of the same configuration change
 RECORDED = "recorded"
 TWIN = "twin"  # the baseline scheme: the cluster's own scheduler replayed as it was (sim.slurm)
 DEFAULT_POLICIES: tuple[str, ...] = ("fifo", "sjf", "srtf", "qssf")

@@ -110,7 +110,7 @@ def test_a_pooled_twin_places_by_gpu_count_on_each_vcs_gpus():
     w = _recorded(["u1"], [0], [12], [0], [10])
     w = replace(w, scheduler=replace(w.scheduler, nodes=np.array([1])), vc_node_steps=(((0, 2), (3_600, 1)), ((0, 3),)))
     twin = calibrated(w, 8, pooled=True)
-    assert twin.placement == "pools" and "pools of up to 40 GPUs" in twin.rules[0]
+    assert twin.placement == "pools" and "each one pool of its GPUs, up to 40 GPUs in all" in twin.rules[0]
     placed = twin.jobs_of(w)
     assert placed.scheduler.nodes is None and placed.vc_nodes == (16, 24)
     assert [len(p.nodes) for p in twin.config.partitions] == [16, 24] and {n.gpus for n in twin.config.nodes} == {1}
