@@ -296,13 +296,11 @@ def _unchanged(config: ScenarioConfig) -> bool:
 def _simulate(config, policy: str, w: Workload, twin: Calibration, on_vc) -> SimResult:
     if policy not in CLUSTER_WIDE:
         return simulate(_sim_config(config, policy), w, on_vc)
-    return simulate_slurm(
-        _changed_twin(config, twin, w),
-        _sim_config(config, policy),
-        twin.jobs_of(w),
-        twin.changes_of(w),
-        twin.n_carried,
+    jobs = twin.jobs_of(w)
+    result = simulate_slurm(
+        _changed_twin(config, twin, w), _sim_config(config, policy), jobs, twin.changes_of(w), twin.n_carried
     )
+    return dataclasses.replace(result, workload=w)  # the scenario's jobs as the trace gives them, not on pools
 
 
 def _add_result(schemes: _Schemes, scheme: str, result: SimResult, capacity_gpus: int | None = None) -> None:
@@ -368,16 +366,17 @@ def _replays(twins: list[Calibration], w_recorded: Workload) -> list[SimResult]:
     their common baseline once. The results are shared: they must not be changed."""
     key = digest(*(_replay_inputs(twin, w_recorded) for twin in twins))
     with _BASELINES_LOCK:
-        if key in _BASELINES:
+        results = _BASELINES.get(key)
+        if results is not None:
             _BASELINES.move_to_end(key)
-            return _BASELINES[key]
-    with ThreadPoolExecutor(len(twins)) as pool:
-        results = list(pool.map(lambda twin: _replayed(twin, w_recorded), twins))
-    with _BASELINES_LOCK:
-        _BASELINES[key] = results
-        while len(_BASELINES) > BASELINES_KEPT:
-            _BASELINES.popitem(last=False)
-    return results
+    if results is None:
+        with ThreadPoolExecutor(len(twins)) as pool:
+            results = list(pool.map(lambda twin: _replayed(twin, w_recorded), twins))
+        with _BASELINES_LOCK:
+            _BASELINES[key] = results
+            while len(_BASELINES) > BASELINES_KEPT:
+                _BASELINES.popitem(last=False)
+    return [dataclasses.replace(result, workload=w_recorded) for result in results]  # this scenario's own jobs
 
 
 def _replay_inputs(twin: Calibration, w_recorded: Workload) -> tuple:
@@ -388,10 +387,9 @@ def _replay_inputs(twin: Calibration, w_recorded: Workload) -> tuple:
 
 
 def _replayed(twin: Calibration, w_recorded: Workload) -> SimResult:
-    """The twin's replay of the cluster as it was (its result's workload: w_recorded's jobs as the trace gives them)."""
+    """The twin's replay of the cluster as it was."""
     jobs = twin.jobs_of(w_recorded)
-    result = simulate_slurm(twin.config, SimConfig(policy="slurm"), jobs, twin.changes_of(w_recorded), twin.n_carried)
-    return dataclasses.replace(result, workload=w_recorded)
+    return simulate_slurm(twin.config, SimConfig(policy="slurm"), jobs, twin.changes_of(w_recorded), twin.n_carried)
 
 
 def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, scheduler=None) -> ScenarioResult:
