@@ -85,7 +85,8 @@ class Calibration:
 
     def on_nodes_of(self, w: Workload) -> SlurmConfig:
         """A calibrated twin's configuration on w's VC capacities (its caps kept)."""
-        nodes = vc_cluster(self.placed(w), 1 if self.pooled else self.gpus_per_node)
+        size = pool_sizes(w, self.gpus_per_node) if self.pooled else self.gpus_per_node
+        nodes = vc_cluster(self.placed(w), size)
         return dataclasses.replace(self.config, nodes=nodes.nodes, partitions=nodes.partitions)
 
     def changes_of(self, w: Workload) -> list[NodeChange]:
@@ -94,29 +95,51 @@ class Calibration:
 
 
 def pool_of(w: Workload, gpus_per_node: int) -> Workload:
-    """w with each VC one pool of its GPUs: its nodes (and their steps) split into nodes of one GPU, and no job's
-    node count kept, so that a job is placed by its GPU count."""
+    """w with each VC one pool of its GPUs and no job's node count kept, so that a job is placed by its GPU count: a
+    VC whose capacity holds through the window one node of all its GPUs, one that steps its nodes split into nodes of
+    one GPU (and their steps), so that it can shrink and grow by GPUs (pool_sizes)."""
+    sizes = pool_sizes(w, gpus_per_node)
     steps = w.vc_node_steps
     if steps is not None:
-        steps = tuple(tuple((t_s, n * gpus_per_node) for t_s, n in vc_steps) for vc_steps in steps)
+        steps = tuple(
+            tuple((t_s, _pool_nodes(n, size, gpus_per_node)) for t_s, n in vc_steps)
+            for vc_steps, size in zip(steps, sizes, strict=True)
+        )
     scheduler = None if w.scheduler is None else dataclasses.replace(w.scheduler, nodes=None)
-    vc_nodes = tuple(n * gpus_per_node for n in w.vc_nodes)
+    vc_nodes = tuple(_pool_nodes(n, size, gpus_per_node) for n, size in zip(w.vc_nodes, sizes, strict=True))
     return dataclasses.replace(w, vc_nodes=vc_nodes, vc_node_steps=steps, scheduler=scheduler)
+
+
+def pool_sizes(w: Workload, gpus_per_node: int) -> tuple[int, ...]:
+    """Each VC's node size in pool_of: all its GPUs where its capacity holds through the window, else one GPU."""
+    if w.vc_node_steps is None:
+        return tuple(max(n * gpus_per_node, 1) for n in w.vc_nodes)
+    return tuple(
+        max(steps[0][1] * gpus_per_node, 1) if len({n for _, n in steps}) == 1 else 1 for steps in w.vc_node_steps
+    )
+
+
+def _pool_nodes(nodes: int, size: int, gpus_per_node: int) -> int:
+    """How many nodes of size GPUs hold a VC's nodes of gpus_per_node GPUs."""
+    return nodes * gpus_per_node // size
 
 
 def vc_cluster(
     w: Workload,
-    gpus_per_node: int,
+    gpus_per_node: int | tuple[int, ...],
     priority: PrioritySpec | None = None,
     sched: SchedSpec | None = None,
 ) -> SlurmConfig:
-    """One partition per VC of w on that VC's nodes of gpus_per_node GPUs (vc_node_counts; priority/basic and
-    sched/backfill with Slurm's defaults unless given)."""
+    """One partition per VC of w on that VC's nodes of gpus_per_node GPUs, or of each VC's own node size (a pool's:
+    CPUS_PER_NODE per GPU) (vc_node_counts; priority/basic and sched/backfill with Slurm's defaults unless given)."""
     nodes: list[NodeSpec] = []
     partitions: list[PartitionSpec] = []
-    for name, n_nodes in zip(w.vc_names, vc_node_counts(w), strict=True):
+    sizes = gpus_per_node if isinstance(gpus_per_node, tuple) else (gpus_per_node,) * len(w.vc_names)
+    cpus_per_gpu = isinstance(gpus_per_node, tuple)
+    for name, n_nodes, size in zip(w.vc_names, vc_node_counts(w), sizes, strict=True):
         first = len(nodes)
-        nodes += [NodeSpec(f"{name}-{k}", gpus_per_node, CPUS_PER_NODE) for k in range(n_nodes)]
+        cpus = CPUS_PER_NODE * size if cpus_per_gpu else CPUS_PER_NODE
+        nodes += [NodeSpec(f"{name}-{k}", size, cpus) for k in range(n_nodes)]
         partitions.append(PartitionSpec(name, tuple(range(first, len(nodes)))))
     return SlurmConfig(
         nodes=tuple(nodes),
@@ -199,10 +222,12 @@ def calibrated(w: Workload, gpus_per_node: int, pooled: bool = False, carried: W
     caps = user_gpu_caps(joined(carried, w) if carried is not None else w)
     carried = carried if pooled else None
     placed = pool_of(w, gpus_per_node) if pooled else w
-    config = capped(vc_cluster(placed, 1 if pooled else gpus_per_node), caps)
+    size = pool_sizes(w, gpus_per_node) if pooled else gpus_per_node
+    config = capped(vc_cluster(placed, size), caps)
     steps = sum(len(s) - 1 for s in w.vc_node_steps) if w.vc_node_steps is not None else 0
     changed = f", {steps:,} changes of a VC's capacity in the window" if steps else ", none changing in the window"
-    held = f"each one pool of its GPUs, up to {len(config.nodes):,} GPUs in all" if pooled else None
+    gpus = sum(node.gpus for node in config.nodes)
+    held = f"each one pool of its GPUs, up to {gpus:,} GPUs in all" if pooled else None
     held = held or f"up to {len(config.nodes):,} nodes of {gpus_per_node} GPUs"
     nodes = f"{len(w.vc_names)} VCs, {held}{changed}"
     users = f"{len(caps):,} users" if caps else "none: the trace records no users or no start times"

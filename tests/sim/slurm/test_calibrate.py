@@ -106,14 +106,16 @@ def test_without_users_or_start_times_nobody_is_capped():
 
 
 def test_a_pooled_twin_places_by_gpu_count_on_each_vcs_gpus():
-    # vcA: 2 nodes of 8 GPUs; a recorded 1-node job of 12 GPUs cannot run on 8-GPU nodes but runs on the pool
+    # vcA: 2 nodes of 8 GPUs, one drained at 3,600 s: a pool of 1-GPU nodes that shrinks by 8; vcB: 3 nodes all the
+    # window: one node of 24 GPUs. A recorded 1-node job of 12 GPUs cannot run on 8-GPU nodes but runs on the pool
     w = _recorded(["u1"], [0], [12], [0], [10])
     w = replace(w, scheduler=replace(w.scheduler, nodes=np.array([1])), vc_node_steps=(((0, 2), (3_600, 1)), ((0, 3),)))
     twin = calibrated(w, 8, pooled=True)
     assert twin.placement == "pools" and "each one pool of its GPUs, up to 40 GPUs in all" in twin.rules[0]
     placed = twin.jobs_of(w)
-    assert placed.scheduler.nodes is None and placed.vc_nodes == (16, 24)
-    assert [len(p.nodes) for p in twin.config.partitions] == [16, 24] and {n.gpus for n in twin.config.nodes} == {1}
+    assert placed.scheduler.nodes is None and placed.vc_nodes == (16, 1)
+    assert [len(p.nodes) for p in twin.config.partitions] == [16, 1]
+    assert [n.gpus for n in twin.config.nodes] == [1] * 16 + [24] and twin.config.nodes[-1].cpus == 24 * 64
     assert len(twin.changes_of(w)) == 8  # vcA's pool shrinks by one node's 8 GPUs at 3,600 s
     result = simulate_slurm(twin.config, SimConfig(policy="slurm"), placed, twin.changes_of(w))
     assert result.vcs["vcA"].start_s.tolist() == [0]
