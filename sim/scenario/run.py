@@ -364,14 +364,15 @@ def _replays(twins: list[Calibration], w_recorded: Workload) -> list[SimResult]:
     """Each twin's replay of the cluster as it was, in threads (the compiled replay runs without the GIL); the last
     BASELINES_KEPT sets are kept, keyed by what the replays read, so that a sweep's points in one process replay
     their common baseline once. The results are shared: they must not be changed."""
-    key = digest(*(_replay_inputs(twin, w_recorded) for twin in twins))
+    inputs = [_replay_inputs(twin, w_recorded) for twin in twins]
+    key = digest(*(_unpredicted(replay) for replay in inputs))
     with _BASELINES_LOCK:
         results = _BASELINES.get(key)
         if results is not None:
             _BASELINES.move_to_end(key)
     if results is None:
         with ThreadPoolExecutor(len(twins)) as pool:
-            results = list(pool.map(lambda twin: _replayed(twin, w_recorded), twins))
+            results = list(pool.map(lambda replay: simulate_slurm(*replay), inputs))
         with _BASELINES_LOCK:
             _BASELINES[key] = results
             while len(_BASELINES) > BASELINES_KEPT:
@@ -379,17 +380,15 @@ def _replays(twins: list[Calibration], w_recorded: Workload) -> list[SimResult]:
     return [dataclasses.replace(result, workload=w_recorded) for result in results]  # this scenario's own jobs
 
 
+def _unpredicted(replay: tuple) -> tuple:
+    """A replay's arguments without the jobs' predictions, which it does not read (a sweep over predictors hits)."""
+    config, sim, jobs, changes, carried = replay
+    return config, sim, dataclasses.replace(jobs, predicted_s=np.zeros(0)), changes, carried
+
+
 def _replay_inputs(twin: Calibration, w_recorded: Workload) -> tuple:
-    """What a twin's replay of w_recorded reads: its configuration, jobs (without the predictions), node changes and
-    carried jobs' count."""
-    jobs = dataclasses.replace(twin.jobs_of(w_recorded), predicted_s=np.zeros(0))
-    return twin.config, jobs, tuple(twin.changes_of(w_recorded)), twin.n_carried
-
-
-def _replayed(twin: Calibration, w_recorded: Workload) -> SimResult:
-    """The twin's replay of the cluster as it was."""
-    jobs = twin.jobs_of(w_recorded)
-    return simulate_slurm(twin.config, SimConfig(policy="slurm"), jobs, twin.changes_of(w_recorded), twin.n_carried)
+    """simulate_slurm's arguments for a twin's replay of w_recorded (what the replay reads, and so the memo's key)."""
+    return twin.config, SimConfig(policy="slurm"), twin.jobs_of(w_recorded), twin.changes_of(w_recorded), twin.n_carried
 
 
 def _run(config, jobs, vc_gpus, reporter: _Reporter, keep_records: bool, scheduler=None) -> ScenarioResult:
