@@ -94,11 +94,12 @@ ATTRIBUTION = (
 )
 
 
-# scheduler(gpu_jobs, vc_gpus) -> frame (cluster, job_id, start_time, queue[, vc][, submit_time]): capacity-
-# consistent start times; gpu_jobs carries the preferred VC in `vc`, the sampled target wait in `queue` and in
-# `backlog` whether its VC keeps a backlog (Fig 4's published VCs, full or idle for whole days: a job of theirs that
-# waits stays in their queue)
-Scheduler = Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame]
+# scheduler(gpu_jobs, vc_gpus) -> (frame (cluster, job_id, start_time, queue[, vc][, submit_time]), vc_gpus):
+# start times consistent with the VC capacities it returns (vc_gpus, or those with a day's GPUs raised where the
+# scheduler's drained nodes still ran jobs); gpu_jobs carries the preferred VC in `vc`, the sampled target wait in
+# `queue` and in `backlog` whether its VC keeps a backlog (Fig 4's published VCs, full or idle for whole days: a job
+# of theirs that waits stays in their queue)
+Scheduler = Callable[[pl.DataFrame, pl.DataFrame], tuple[pl.DataFrame, pl.DataFrame]]
 VC_NOTE = (
     "each VC's load follows one of the ten VCs of the paper's Fig 4 (Earth's ten their own, the others the one of the "
     "same rank of size), scaled to the cluster's monthly utilisation (Fig 3); GPU jobs are given VCs so that each "
@@ -749,7 +750,7 @@ def build_dataset(
     how = None
     if scheduler is not None:
         with prog.stage("GPU-job start times by the scheduler"):
-            timed = scheduler(jobs.filter(pl.col("gpu_num") > 0).with_columns(_keeps_backlog()), vc_gpus)
+            timed, vc_gpus = scheduler(jobs.filter(pl.col("gpu_num") > 0).with_columns(_keeps_backlog()), vc_gpus)
             jobs = apply_schedule(jobs, timed)
         how = scheduler_description(scheduler)
     with prog.stage(f"writing dataset {name}"):

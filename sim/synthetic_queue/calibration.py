@@ -13,7 +13,9 @@ fell 3-8 points, and the swing did not come back, as the jobs met a full VC agai
 the target wait the generator drew for it (the `queue` column: the published mean, median 0 and each user's share
 of the queueing time, Fig 9a), its submit time the start minus that wait: the start times are capacity-consistent,
 the waits those of the published statistics (Slurm priorities and limits that this queue does not model).
-See docs/synthetic-queueing.md.
+With model "slurm" (`helios demo --queue slurm`) the queue is instead the one Slurm model the What-if's twin
+replays (sim.synthetic_queue.slurm_queue), the same closed loop around it, and the drawn waits are dealt out to the
+jobs that had no room the longest. See docs/synthetic-queueing.md.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from sim.synthetic_queue.cluster_queues import (
     seconds_columns,
 )
 from sim.synthetic_queue.room import resubmit_seconds
+from sim.synthetic_queue.slurm_queue import SlurmQueue, held_capacity, placed_waits
 
+MODELS = ("fifo", "slurm")  # the queue: cluster_queues' FIFO + EASY, or the one Slurm model (slurm_queue)
 RESUBMIT_ROUNDS = 3  # runs after the days-with-room one; jobs that waited submitted again when they started
 _OUT_SCHEMA = {
     "job_id": pl.Int64,
@@ -50,24 +54,46 @@ _OUT_SCHEMA = {
 }
 
 
-def calibrated_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, workers: int | None = None) -> pl.DataFrame:
-    """GPU-job start times by a Slurm-like FIFO + EASY backfill queue per VC on the daily VC capacities, users
-    submitting again when their VC is full, with the target waits recorded (jobs: cluster, job_id, vc = the job's VC,
-    gpu_num, submit_time, duration, queue = target wait in s, optional backlog = its VC keeps its backlog (see
-    sim.synthetic_queue.room); per job out: its VC, submit, start and end time and
-    queue in s; a job that never ran has a null start, end and queue)."""
+def calibrated_schedule(
+    jobs: pl.DataFrame, vc_gpus: pl.DataFrame, workers: int | None = None, model: str = "fifo"
+) -> pl.DataFrame:
+    """GPU-job start times by a Slurm-like FIFO + EASY backfill queue per VC on the daily VC capacities (model
+    "fifo"; "slurm": the one Slurm model), users submitting again when their VC is full, with the target waits
+    recorded (jobs: cluster, job_id, user, vc = the job's VC, gpu_num, submit_time, duration, queue = target wait in
+    s, optional backlog = its VC keeps its backlog (see sim.synthetic_queue.room); per job out: its VC, submit, start
+    and end time and queue in s; a job that never ran has a null start, end and queue)."""
+    if model not in MODELS:
+        raise ValueError(f"queue model {model!r}: choose among {', '.join(MODELS)}")
     clusters = sorted(set(jobs["cluster"].to_list()))
     parts = [jobs.filter(pl.col("cluster") == c) for c in clusters]
     n = min(len(parts), workers or os.cpu_count() or 1)
+    models = [model] * len(parts)
     if n <= 1:
-        out = [_schedule_cluster(p, vc_gpus, c) for p, c in zip(parts, clusters, strict=True)]
+        out = [_schedule_cluster(p, vc_gpus, c, model) for p, c in zip(parts, clusters, strict=True)]
     else:
         # NOTE: spawned, not forked: Polars' thread pool does not survive a fork
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
-            out = list(pool.map(_schedule_cluster, parts, [vc_gpus] * len(parts), clusters))
+            out = list(pool.map(_schedule_cluster, parts, [vc_gpus] * len(parts), clusters, models))
     if not out:
         return pl.DataFrame(schema=_OUT_SCHEMA)
     return pl.concat(out).sort(["cluster", "job_id"])
+
+
+def fifo_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """GPU-job start times by a Slurm-like FIFO + EASY backfill queue per VC on the daily VC capacities, users
+    submitting again when their VC is full, with the target waits recorded (calibrated_schedule), and the VC
+    capacities unchanged."""
+    return calibrated_schedule(jobs, vc_gpus), vc_gpus
+
+
+def slurm_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """GPU-job start times by the one Slurm model the What-if's twin replays, each VC a partition on a pool of its
+    GPUs, users submitting again when their VC is full, with the drawn waits dealt out where the VCs had no room
+    (calibrated_schedule, model "slurm"), and each VC's capacity of a day counting its drained nodes' GPUs still in
+    use (sim.synthetic_queue.slurm_queue)."""
+    timed = calibrated_schedule(jobs, vc_gpus, model="slurm")
+    held = timed.join(jobs.select("cluster", "job_id", "gpu_num"), on=["cluster", "job_id"], how="left")
+    return timed, held_capacity(held, vc_gpus)
 
 
 class _ClusterRun:
@@ -105,26 +131,26 @@ def _to_days_with_room(
 
 
 def _closed_loop(
-    df: pl.DataFrame, caps: dict[str, DailyCapacity], names: list[str], t0: datetime
+    df: pl.DataFrame, caps: dict[str, DailyCapacity], names: list[str], t0: datetime, queue: type
 ) -> tuple[pl.DataFrame, list[int]]:
     """The jobs (with _sub moved) and the start seconds of the last run: the first run, one with the jobs that
     waited moved (_to_days_with_room), then up to RESUBMIT_ROUNDS - 1 more, between which each job that still waited
-    is submitted again at the second it started."""
-    start = _ClusterRun(df, caps, names)()
+    is submitted again at the second it started (queue: _ClusterRun or SlurmQueue)."""
+    start = queue(df, caps, names)()
     df = _to_days_with_room(df, start, caps, names, t0)
-    start = _ClusterRun(df, caps, names)()
+    start = queue(df, caps, names)()
     for _ in range(RESUBMIT_ROUNDS - 1):
         start_s = pl.Series("_start", start, dtype=pl.Int64)
         late = (start_s > df["_sub"]).fill_null(False)
         if not late.any():
             break
         df = df.with_columns(pl.when(late).then(start_s).otherwise(pl.col("_sub")).alias("_sub"))
-        start = _ClusterRun(df.sort(["_sub", "job_id"]), caps, names)()
+        start = queue(df.sort(["_sub", "job_id"]), caps, names)()
         df = df.sort(["_sub", "job_id"])
     return df, start
 
 
-def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -> pl.DataFrame:
+def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str, model: str) -> pl.DataFrame:
     t0 = cluster_origin(jobs)
     caps = daily_capacities(vc_gpus, cluster, t0)
     names = sorted(caps)
@@ -132,6 +158,7 @@ def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -
         jobs.filter(pl.col("gpu_num") > 0)
         .select(
             "job_id",
+            "user",
             pl.col("vc").replace_strict(names, list(range(len(names)))).alias("_vc"),
             "gpu_num",
             *seconds_columns(t0),
@@ -140,7 +167,9 @@ def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -
         )
         .sort(["_sub", "job_id"])
     )
-    df, start = _closed_loop(df, caps, names, t0)
+    df, start = _closed_loop(df, caps, names, t0, SlurmQueue if model == "slurm" else _ClusterRun)
+    if model == "slurm":
+        df = df.with_columns(placed_waits(df, np.asarray(start), [caps[v] for v in names], t0).alias("_target"))
     started = pl.Series("_s", start, dtype=pl.Int64)
     recorded = pl.when(started >= 0).then(started - pl.col("_target")).otherwise(pl.col("_sub"))
     df = df.with_columns(recorded.alias("_sub"))

@@ -48,7 +48,7 @@ def resubmit_seconds(
     for v in np.unique(vc[late]).tolist():
         mine = vc[late] == v
         own = ran & (vc == v)
-        free = _free_minutes(caps[v], start_s[own], duration_s[own], gpus[own])
+        free = free_minutes(caps[v], start_s[own], duration_s[own], gpus[own])
         for k, first, following in zip(
             late[mine].tolist(), first_day[mine].tolist(), next_day[mine].tolist(), strict=True
         ):
@@ -102,7 +102,7 @@ def month_days(submit_s: np.ndarray, t0: datetime) -> tuple[np.ndarray, np.ndarr
     return first, following
 
 
-def _free_minutes(cap: DailyCapacity, start_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+def free_minutes(cap: DailyCapacity, start_s: np.ndarray, duration_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:
     """GPUs of the VC free in each minute of its capacity's days (and TAIL_DAYS more) beside the jobs started at
     start_s."""
     days = cap.last + 1 + TAIL_DAYS

@@ -1,5 +1,5 @@
-"""Tests of capacity-consistent start times of the synthetic trace: the scheduling pass of `helios demo --queue sim`
-and the fidelity check that GPUs in use never exceed a VC's capacity."""
+"""Tests of capacity-consistent start times of the synthetic trace: the scheduling pass of `helios demo` (`--queue
+slurm` and `fifo`) and the fidelity check that GPUs in use never exceed a VC's capacity."""
 
 from __future__ import annotations
 
@@ -101,23 +101,27 @@ def test_apply_schedule_with_new_submit_times_renumbers_jobs_in_submit_order():
 
 @pytest.fixture(scope="module")
 def sim_root(tmp_path_factory):
-    """A data folder with the same small scheduled demo built twice (`a`, `b`) and one sampled demo (`s`)."""
+    """A data folder with the same small scheduled demo built twice on each queue model (`a`, `b`: the FIFO queue;
+    `l`, `m`: the Slurm model) and one sampled demo (`s`)."""
     root = tmp_path_factory.mktemp("data")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HELIOS_DATA_DIR", str(root))
-        for name, queue in (("a", "sim"), ("b", "sim"), ("s", "sampled")):
+        for name, queue in (("a", "fifo"), ("b", "fifo"), ("l", "slurm"), ("m", "slurm"), ("s", "sampled")):
             args = ["demo", "--scale", str(SCALE), "--seed", "4", "--name", name, "--queue", queue, "--quiet"]
             assert cli.main(args) == 0
     return root
 
 
-def test_scheduled_demo_is_deterministic(sim_root):
-    a, b = store.open_dataset("a", sim_root), store.open_dataset("b", sim_root)
+@pytest.mark.parametrize("one,two", [("a", "b"), ("l", "m")])
+def test_scheduled_demo_is_deterministic(sim_root, one, two):
+    a, b = store.open_dataset(one, sim_root), store.open_dataset(two, sim_root)
     assert a.jobs_path.read_bytes() == b.jobs_path.read_bytes()
+    assert a.vc_gpus().equals(b.vc_gpus())
 
 
-def test_scheduled_demo_never_exceeds_vc_capacity(sim_root):
-    ds = store.open_dataset("a", sim_root)
+@pytest.mark.parametrize("name", ["a", "l"])
+def test_scheduled_demo_never_exceeds_vc_capacity(sim_root, name):
+    ds = store.open_dataset(name, sim_root)
     assert claims_capacity_consistency(ds)
     checks = capacity_checks(ds)
     assert len(checks) == 4 and all(c.passed for c in checks), checks
@@ -131,8 +135,9 @@ def test_sampled_demo_records_that_it_is_not_capacity_bound(sim_root):
     assert not any(c.statistic.startswith("peak GPUs") for c in fidelity_checks(ds))
 
 
-def test_scheduled_times_are_consistent_and_cpu_jobs_keep_sampled_queues(sim_root):
-    sim = store.open_dataset("a", sim_root).jobs().collect()
+@pytest.mark.parametrize("name,scheduler", [("a", "fifo_schedule"), ("l", "slurm_schedule")])
+def test_scheduled_times_are_consistent_and_cpu_jobs_keep_sampled_queues(sim_root, name, scheduler):
+    sim = store.open_dataset(name, sim_root).jobs().collect()
     sampled = store.open_dataset("s", sim_root).jobs().collect()
     bad = sim.filter(
         (pl.col("start_time") != pl.col("submit_time") + pl.duration(seconds=pl.col("queue")))
@@ -143,8 +148,8 @@ def test_scheduled_times_are_consistent_and_cpu_jobs_keep_sampled_queues(sim_roo
     cpu = pl.col("gpu_num") == 0
     keys = ["cluster", "submit_time", "user", "duration", "cpu_num"]
     assert sim.filter(cpu).drop("job_id").sort(keys).equals(sampled.filter(cpu).drop("job_id").sort(keys))
-    meta = store.open_dataset("a", sim_root).meta["start_times"]
-    assert meta["capacity_consistent"] is True and "calibrated_schedule" in meta["gpu_jobs"]
+    meta = store.open_dataset(name, sim_root).meta["start_times"]
+    assert meta["capacity_consistent"] is True and scheduler in meta["gpu_jobs"]
 
 
 def test_capacity_check_fails_when_a_vc_is_overbooked(sim_root):
