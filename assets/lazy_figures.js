@@ -1,10 +1,13 @@
 /* Figure cards and sections below the first screen ask for their content when they come into view (figure_card and
    lazy_section in components/shell/controls.py: the element carries its "shown" store's id and a token new with
-   every layout), and plotly.js loads while the browser is idle after the first page, so that the first chart page
-   does not wait for it. window.HELIOS_DRAW_ALL = true (set before the app loads) asks for everything at once. */
+   every layout). plotly.js starts loading as soon as a page lays out a figure card, while its figures are still
+   being asked for, rather than once the first figure has arrived; on a page without one it loads while the browser
+   is idle, so that the next chart page does not wait for it. window.HELIOS_DRAW_ALL = true (set before the app
+   loads) asks for everything at once. */
 (function () {
   var ATTR = "data-lazy-shown";
   var TOKEN = "data-lazy-token";
+  var FIGURE = ".figure-slot"; // a figure card's slot (components/shell/controls.py, figure_card)
   var asked = new WeakMap(); // card element -> the layout token its figure was asked for
   var watched = new WeakMap(); // card element -> the layout token it is observed for
 
@@ -28,6 +31,9 @@
   });
 
   function scan() {
+    if (document.querySelector(FIGURE)) {
+      preloadPlotly();
+    }
     document.querySelectorAll("[" + ATTR + "]").forEach(function (el) {
       var token = el.getAttribute(TOKEN);
       if (window.HELIOS_DRAW_ALL) {

@@ -1,6 +1,7 @@
 """Issue #37: every page over an emulated office link and over loopback, in Chromium, against the production server.
 
-    python bench/pages.py [--factor 1] [--work /work/scale-data] [--links emulated,loopback] [--json out.json]
+    python bench/pages.py [--factor 1] [--work /work/scale-data] [--links emulated,loopback] [--pages /cluster,/jobs]
+                          [--json out.json]
 
 The server is gunicorn with gunicorn.conf.py (2 workers) on the 1x demo (`helios-synth` in $HELIOS_DATA_DIR or
 data/) or, with --factor N > 1, on `helios-Nx` under WORK/data-Nx (built by `python bench/scale.py --factor N --work
@@ -240,6 +241,15 @@ def targets(dataset: str, job: tuple[int, str]) -> list[tuple[str, str, str, str
     return rows
 
 
+def chosen(pages: list[tuple[str, str, str, str]], labels: str | None) -> list[tuple[str, str, str, str]]:
+    """The pages whose label is one of the comma-separated labels ("job" for the job page; every page when labels is
+    None)."""
+    if labels is None:
+        return pages
+    wanted = labels.split(",")
+    return [page for page in pages if page[0] in wanted or (page[3] == "job" and "job" in wanted)]
+
+
 def empty_query_cache(server: scale.Server) -> None:
     """Forget every cached answer of the server (its files; the folder stays, as FileSystemCache expects)."""
     folder = server.cache_dir / "queries"
@@ -361,6 +371,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--factor", type=int, default=1, help="1: the demo; N > 1: helios-Nx under WORK (bench/scale.py)")
     p.add_argument("--work", type=Path, default=REPO / "data" / "scale", help="where bench/scale.py built helios-Nx")
     p.add_argument("--links", default="emulated,loopback", help="comma-separated: emulated, loopback")
+    p.add_argument("--pages", help="comma-separated page labels to visit (/cluster, job, ...); all when absent")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     return p.parse_args()
 
@@ -374,7 +385,7 @@ def main() -> int:
         data_dir, dataset = Path(os.environ.get("HELIOS_DATA_DIR", REPO / "data")), store.DEFAULT_DATASET
     else:
         data_dir, dataset = args.work / f"data-{args.factor}x", f"helios-{args.factor}x"
-    pages = targets(dataset, a_job(data_dir, dataset))
+    pages = chosen(targets(dataset, a_job(data_dir, dataset)), args.pages)
     server = scale.Server(data_dir, dataset)
     figures: dict[str, Any] = {"factor": args.factor, "dataset": dataset, "rows": []}
     try:

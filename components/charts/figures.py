@@ -52,14 +52,38 @@ TEMPLATE = go.layout.Template(
         hoverlabel={"namelength": -1},
         # The legend sits at the foot of the figure so that, when it wraps on a phone, it cannot hide the title.
         legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "xanchor": "left", "x": 0},
-        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+        # l: room for a y title and tick labels of up to five characters ("100 %"), so that automargin rarely grows it
+        margin={"l": 70, "r": 20, "t": 50, "b": 40},
     )
 )
+# The bottom margin a figure ends up with once automargin has made room for what sits below its plot: given at once,
+# plotly draws the figure once instead of drawing it, growing the margin and drawing it again (half of a small
+# figure's drawing time). A range slider makes its own room below the template's margin.
+LEGEND_ROW_PX = 20  # the horizontal legend at the figure's foot
+X_TITLE_PX = 15
+
+
+def shows_legend(fig: go.Figure) -> bool:
+    """Whether plotly draws fig's legend: as its layout says, else when two or more traces are listed in it."""
+    if fig.layout.showlegend is not None:
+        return bool(fig.layout.showlegend)
+    return sum(trace.showlegend is not False for trace in fig.data) >= 2
+
+
+def bottom_margin_px(fig: go.Figure, x_title: str) -> int:
+    """The bottom margin fig needs for its x title and its legend (the template's with a range slider)."""
+    if fig.layout.xaxis.rangeslider.visible:
+        return TEMPLATE.layout.margin.b
+    return TEMPLATE.layout.margin.b + X_TITLE_PX * bool(x_title) + LEGEND_ROW_PX * shows_legend(fig)
 
 
 def style(fig: go.Figure, title: str, x_title: str = "", y_title: str = "") -> go.Figure:
     """Apply the dashboard's look, a title and axis titles (with units) to fig."""
-    fig.update_layout(template=TEMPLATE, title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}})
+    fig.update_layout(
+        template=TEMPLATE,
+        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        margin_b=bottom_margin_px(fig, x_title),
+    )
     if x_title:
         fig.update_layout(xaxis_title_text=x_title)
     if y_title:
