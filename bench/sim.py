@@ -1,4 +1,5 @@
-"""Simulator speed: artifact-sized trace, a six-month Saturn-sized cluster, scaling, and slurm_like_schedule.
+"""Simulator speed: artifact-sized trace, a six-month Saturn-sized cluster, scaling (the demo generator's queue is
+timed by bench/synth.py).
 
 Run: `.venv/bin/python bench/sim.py [--dataset helios-synth] [--cluster Saturn] [--quick]`. Prints wall time,
 jobs/s and peak RSS. The Saturn cluster comes from the named dataset when it exists, else from
@@ -22,7 +23,6 @@ import polars as pl  # noqa: E402
 
 from sim import engine, estimators, workload  # noqa: E402
 from sim.model import SimConfig, Workload  # noqa: E402
-from sim.synthetic_queue.cluster_queues import slurm_like_schedule  # noqa: E402
 
 
 def peak_rss_mb() -> float:
@@ -122,18 +122,6 @@ def bench_scaling(w: Workload) -> None:
 _ARRAYS = ("job_id", "vc_index", "submit_s", "duration_s", "gpu_num", "predicted_s")
 
 
-def bench_replay(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> None:
-    """slurm_like_schedule on every job of the cluster (CPU jobs pass through)."""
-    t = time.perf_counter()
-    out = slurm_like_schedule(jobs, vc_gpus)
-    wall = time.perf_counter() - t
-    n_gpu = jobs.filter(pl.col("gpu_num") > 0).height
-    print(
-        f"## slurm_like_schedule: {out.height:,} jobs ({n_gpu:,} GPU jobs) in {wall:.1f} s  "
-        f"mean queue {out.get_column('queue').mean():.0f} s  peak RSS {peak_rss_mb():,.0f} MiB"
-    )
-
-
 def main() -> None:
     """Run the benchmarks and print their figures."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -151,7 +139,6 @@ def main() -> None:
         return
     jobs, vc_gpus = load_cluster(args.dataset, args.cluster)
     bench_cluster(jobs, vc_gpus, args.cluster, ["fifo", "qssf", "srtf"])
-    bench_replay(jobs, vc_gpus)
 
 
 if __name__ == "__main__":

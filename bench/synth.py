@@ -1,9 +1,8 @@
 """Benchmark: wall time and peak memory of `helios demo` (build + write of the synthetic trace), then fidelity.
 
-Usage: .venv/bin/python bench/synth.py [--scale 1] [--seed 0] [--queue slurm|fifo|sampled] [--runs 1] [--fidelity]
+Usage: .venv/bin/python bench/synth.py [--scale 1] [--seed 0] [--queue slurm|sampled] [--runs 1] [--fidelity]
 Each run builds into a fresh temporary HELIOS_DATA_DIR (your ./data is never touched). Budgets at scale 1 on 2 cores:
-<= 3 min with a scheduled queue (`--queue slurm`, the default of `helios demo`, or `fifo`), <= 90 s with sampled
-queues.
+<= 3 min with the scheduled queue (`--queue slurm`, the default of `helios demo`), <= 90 s with sampled queues.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="1")
     parser.add_argument("--seed", default="0")
-    parser.add_argument("--queue", default="slurm", choices=("slurm", "fifo", "sampled"))
+    parser.add_argument("--queue", default="slurm", choices=("slurm", "sampled"))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--fidelity", action="store_true", help="also time `helios fidelity` on the result")
     args = parser.parse_args()

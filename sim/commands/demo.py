@@ -8,16 +8,15 @@ from analytics import store
 from analytics.commands.common import derive, fail, parsed_number
 from analytics.progress import Progress
 from analytics.synth.build import BUILD_STAGES, MAX_SCALE, MIN_SCALE, SynthParams, build_dataset
-from sim.synthetic_queue.calibration import fifo_schedule, slurm_schedule
+from sim.synthetic_queue.calibration import slurm_schedule
 
-QUEUE_MODELS = ("slurm", "fifo", "sampled")
-SCHEDULERS = {"slurm": slurm_schedule, "fifo": fifo_schedule}
+QUEUE_MODELS = ("slurm", "sampled")
 DEFAULT_QUEUE = "slurm"
 
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run `helios demo`: generate the synthetic Helios trace and write it as a dataset."""
-    scheduler = SCHEDULERS.get(args.queue)
+    scheduler = slurm_schedule if args.queue == "slurm" else None
     progress = Progress(BUILD_STAGES + (scheduler is not None), quiet=args.quiet)
     try:
         params = SynthParams(scale=args.scale, seed=args.seed)
@@ -60,8 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "GPU-job start times: 'slurm' runs each job through the Slurm model the What-if's twin replays (each VC a "
             "partition on a pool of its GPUs, first come first served with backfill, never above capacity), users "
             "submitting again when their VC is full, with the queueing delays drawn to match the published ones and "
-            "dealt to the jobs that found no room; 'fifo' runs them through the older FIFO + EASY backfill queue per "
-            "VC instead; 'sampled' draws the delays only (faster, not capacity-bound); "
+            "dealt to the jobs that found no room; 'sampled' draws the delays only (faster, not capacity-bound); "
             f"CPU jobs are always sampled (default {DEFAULT_QUEUE})"
         ),
     )

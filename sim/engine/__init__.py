@@ -3,8 +3,7 @@ artifact's 1-second ticks (spec §4.1.5): the full per-tick procedure (release, 
 runs only at ticks with an arrival or an event of the VC's own.
 
 Modules: `loop` (the event loop driver), `backfill` (EASY backfilling), `ordered` (non-preemptive runs: FIFO, SJF,
-QSSF), `preemptive` (SRTF, LAS), `outcome` (per-job results). The synthetic queue (sim.synthetic_queue) drives its
-time with the same loop and backfills with the same EASY backfill.
+QSSF), `preemptive` (SRTF, LAS), `outcome` (per-job results).
 """
 
 from __future__ import annotations

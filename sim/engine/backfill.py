@@ -1,4 +1,4 @@
-"""EASY backfilling, shared by the simulator's non-preemptive VC runs and the synthetic queue.
+"""EASY backfilling of the simulator's non-preemptive VC runs.
 
 The blocked head of the queue gets a reservation: the site (a VC; 0 in a one-VC run) and second (its shadow time)
 where it would start as the running jobs end, and the GPUs spare there then. Later jobs (the candidates) start now,

@@ -1,4 +1,4 @@
-"""The event loop shared by the simulator's VC runs and the synthetic queue: time walks over the arrival seconds
+"""The event loop of the simulator's VC runs: time walks over the arrival seconds
 merged with the model's own next event (completions, key changes, midnights), one call per second reached.
 """
 

@@ -1,7 +1,7 @@
 """Non-preemptive VC runs (FIFO, SJF, QSSF): at each second with an arrival or a completion, start waiting jobs in
 policy order until one cannot be placed (strict head-of-line blocking), then optionally EASY-backfill behind it.
 
-Time is walked by sim.engine.loop and backfilling is sim.engine.backfill's, as in the synthetic queue.
+Time is walked by sim.engine.loop and backfilling is sim.engine.backfill's.
 """
 
 from __future__ import annotations

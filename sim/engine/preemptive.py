@@ -2,7 +2,7 @@
 key change, walk waiting and running jobs in key order against the GPU quota, preempt the running jobs beyond it and
 start the waiting ones within it.
 
-Time is walked by sim.engine.loop, as in the non-preemptive runs and the synthetic queue.
+Time is walked by sim.engine.loop, as in the non-preemptive runs.
 """
 
 from __future__ import annotations

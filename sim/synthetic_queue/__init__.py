@@ -1,1 +1,1 @@
-"""Start times of the synthetic demo trace: a Slurm-like queue on daily VC capacities, with calibrated user quotas."""
+"""Start times of the synthetic demo trace: the one Slurm model (sim.slurm) on daily VC capacities, closed loop."""

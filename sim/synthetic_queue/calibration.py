@@ -1,21 +1,21 @@
-"""Start times of the synthetic trace: its GPU jobs run through the Slurm-like queue of cluster_queues (FIFO with
-EASY backfill on each VC's daily capacity), each job in its own VC (the `vc` column the generator chose) with one
-queue per VC, closed loop: users of a full VC submit when it has room.
+"""Start times of the synthetic trace: its GPU jobs run through the one Slurm model the What-if's twin replays
+(sim.synthetic_queue.slurm_queue on sim.slurm: each VC a partition on a pool of its GPUs, first come first served with
+backfill), each job in its own VC (the `vc` column the generator chose), closed loop: users of a full VC submit when
+it has room.
 
-In the first run a third of Venus', Saturn's and Uranus' GPU jobs wait (hours on average). A light job that waited
-is submitted again at its own time of day on the nearest day of its month on which its VC has room for it, a heavier
-one (or a light one with no such day) at the second it started (sim.synthetic_queue.room), and the queue runs again;
-while a job still waits, it is submitted again when it started and the queue runs again (at most RESUBMIT_ROUNDS - 1
-times). The last run's start times are kept. (Submitting every job that waited again when it started flattened Fig
-2b's daily swing of submissions to 70-79 % of the published one; submitting it again as many whole days later as it
-waited, at its usual time of day, pushed GPU time into the next months: Fig 3's April, July and September levels
-fell 3-8 points, and the swing did not come back, as the jobs met a full VC again.) Each job's recorded wait is then
-the target wait the generator drew for it (the `queue` column: the published mean, median 0 and each user's share
-of the queueing time, Fig 9a), its submit time the start minus that wait: the start times are capacity-consistent,
-the waits those of the published statistics (Slurm priorities and limits that this queue does not model).
-With model "slurm" (`helios demo --queue slurm`) the queue is instead the one Slurm model the What-if's twin
-replays (sim.synthetic_queue.slurm_queue), the same closed loop around it, and the drawn waits are dealt out to the
-jobs that had no room the longest. See docs/synthetic-queueing.md.
+In the first run most of Venus', Saturn's and Uranus' GPU jobs wait (hours on average for the ones that wait long).
+A light job that waited is submitted again at its own time of day on the nearest day of its month on which its VC
+has room for it, a heavier one (or a light one with no such day) at the second it started (sim.synthetic_queue.room),
+and the queue runs again; while a job still waits, it is submitted again when it started and the queue runs again
+(at most RESUBMIT_ROUNDS - 1 times). The last run's start times are kept. (On the FIFO + EASY queue this generator
+used before issue #39, submitting every job that waited again when it started flattened Fig 2b's daily swing of
+submissions to 70-79 % of the published one; submitting it again as many whole days later as it waited, at its
+usual time of day, pushed GPU time into the next months: Fig 3's April, July and September levels fell 3-8 points.)
+Each job's recorded wait is then one of the target waits the generator drew (the `queue` column: the published mean,
+median 0 and each user's share of the queueing time, Fig 9a), dealt within each user's jobs of a VC and month to the
+jobs that had no room the longest (slurm_queue.placed_waits), its submit time the start minus that wait: the start
+times are capacity-consistent (with a VC's drained GPUs counted while their jobs run on, slurm_queue.held_capacity),
+the waits those of the published statistics. See docs/synthetic-queueing.md.
 """
 
 from __future__ import annotations
@@ -28,20 +28,16 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-from sim.synthetic_queue.cluster_queues import (
-    ClusterQueues,
+from sim.synthetic_queue.capacity import (
     DailyCapacity,
-    VcState,
     cluster_origin,
     daily_capacities,
-    fixed_placer,
     schedule_frame,
     seconds_columns,
 )
 from sim.synthetic_queue.room import resubmit_seconds
 from sim.synthetic_queue.slurm_queue import SlurmQueue, held_capacity, placed_waits
 
-MODELS = ("fifo", "slurm")  # the queue: cluster_queues' FIFO + EASY, or the one Slurm model (slurm_queue)
 RESUBMIT_ROUNDS = 3  # runs after the days-with-room one; jobs that waited submitted again when they started
 _OUT_SCHEMA = {
     "job_id": pl.Int64,
@@ -54,62 +50,34 @@ _OUT_SCHEMA = {
 }
 
 
-def calibrated_schedule(
-    jobs: pl.DataFrame, vc_gpus: pl.DataFrame, workers: int | None = None, model: str = "fifo"
-) -> pl.DataFrame:
-    """GPU-job start times by a Slurm-like FIFO + EASY backfill queue per VC on the daily VC capacities (model
-    "fifo"; "slurm": the one Slurm model), users submitting again when their VC is full, with the target waits
-    recorded (jobs: cluster, job_id, user, vc = the job's VC, gpu_num, submit_time, duration, queue = target wait in
-    s, optional backlog = its VC keeps its backlog (see sim.synthetic_queue.room); per job out: its VC, submit, start
-    and end time and queue in s; a job that never ran has a null start, end and queue)."""
-    if model not in MODELS:
-        raise ValueError(f"queue model {model!r}: choose among {', '.join(MODELS)}")
+def calibrated_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, workers: int | None = None) -> pl.DataFrame:
+    """GPU-job start times by the one Slurm model per cluster on the daily VC capacities, users submitting again
+    when their VC is full, with the target waits recorded where the VCs had no room (jobs: cluster, job_id, user, vc
+    = the job's VC, gpu_num, submit_time, duration, queue = target wait in s, optional backlog = its VC keeps its
+    backlog (see sim.synthetic_queue.room); per job out: its VC, submit, start and end time and queue in s; a job
+    that never ran has a null start, end and queue)."""
     clusters = sorted(set(jobs["cluster"].to_list()))
     parts = [jobs.filter(pl.col("cluster") == c) for c in clusters]
     n = min(len(parts), workers or os.cpu_count() or 1)
-    models = [model] * len(parts)
     if n <= 1:
-        out = [_schedule_cluster(p, vc_gpus, c, model) for p, c in zip(parts, clusters, strict=True)]
+        out = [_schedule_cluster(p, vc_gpus, c) for p, c in zip(parts, clusters, strict=True)]
     else:
         # NOTE: spawned, not forked: Polars' thread pool does not survive a fork
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
-            out = list(pool.map(_schedule_cluster, parts, [vc_gpus] * len(parts), clusters, models))
+            out = list(pool.map(_schedule_cluster, parts, [vc_gpus] * len(parts), clusters))
     if not out:
         return pl.DataFrame(schema=_OUT_SCHEMA)
     return pl.concat(out).sort(["cluster", "job_id"])
 
 
-def fifo_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """GPU-job start times by a Slurm-like FIFO + EASY backfill queue per VC on the daily VC capacities, users
-    submitting again when their VC is full, with the target waits recorded (calibrated_schedule), and the VC
-    capacities unchanged."""
-    return calibrated_schedule(jobs, vc_gpus), vc_gpus
-
-
 def slurm_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """GPU-job start times by the one Slurm model the What-if's twin replays, each VC a partition on a pool of its
     GPUs, users submitting again when their VC is full, with the drawn waits dealt out where the VCs had no room
-    (calibrated_schedule, model "slurm"), and each VC's capacity of a day counting its drained nodes' GPUs still in
-    use (sim.synthetic_queue.slurm_queue)."""
-    timed = calibrated_schedule(jobs, vc_gpus, model="slurm")
+    (calibrated_schedule), and each VC's capacity of a day counting its drained nodes' GPUs still in use
+    (sim.synthetic_queue.slurm_queue)."""
+    timed = calibrated_schedule(jobs, vc_gpus)
     held = timed.join(jobs.select("cluster", "job_id", "gpu_num"), on=["cluster", "job_id"], how="left")
     return timed, held_capacity(held, vc_gpus)
-
-
-class _ClusterRun:
-    """One cluster's GPU jobs in submit order through ClusterQueues, each in its own VC, one queue per VC."""
-
-    def __init__(self, df: pl.DataFrame, caps: dict[str, DailyCapacity], names: list[str]):
-        self.caps, self.names = caps, names
-        self.sub, self.dur, self.need = df["_sub"].to_list(), df["_dur"].to_list(), df["gpu_num"].to_list()
-        self.own = df["_vc"].to_list()
-
-    def __call__(self) -> list[int]:
-        """Start second of each job (-1 = never)."""
-        start = [-1] * len(self.sub)
-        vcs = [VcState(self.caps[v], self.need, self.dur, start) for v in self.names]
-        ClusterQueues(vcs, [[v] for v in self.own], fixed_placer(vcs, self.own), per_vc=True).run(self.sub)
-        return start
 
 
 def _to_days_with_room(
@@ -131,26 +99,26 @@ def _to_days_with_room(
 
 
 def _closed_loop(
-    df: pl.DataFrame, caps: dict[str, DailyCapacity], names: list[str], t0: datetime, queue: type
+    df: pl.DataFrame, caps: dict[str, DailyCapacity], names: list[str], t0: datetime
 ) -> tuple[pl.DataFrame, list[int]]:
     """The jobs (with _sub moved) and the start seconds of the last run: the first run, one with the jobs that
     waited moved (_to_days_with_room), then up to RESUBMIT_ROUNDS - 1 more, between which each job that still waited
-    is submitted again at the second it started (queue: _ClusterRun or SlurmQueue)."""
-    start = queue(df, caps, names)()
+    is submitted again at the second it started."""
+    start = SlurmQueue(df, caps, names)()
     df = _to_days_with_room(df, start, caps, names, t0)
-    start = queue(df, caps, names)()
+    start = SlurmQueue(df, caps, names)()
     for _ in range(RESUBMIT_ROUNDS - 1):
         start_s = pl.Series("_start", start, dtype=pl.Int64)
         late = (start_s > df["_sub"]).fill_null(False)
         if not late.any():
             break
         df = df.with_columns(pl.when(late).then(start_s).otherwise(pl.col("_sub")).alias("_sub"))
-        start = queue(df.sort(["_sub", "job_id"]), caps, names)()
+        start = SlurmQueue(df.sort(["_sub", "job_id"]), caps, names)()
         df = df.sort(["_sub", "job_id"])
     return df, start
 
 
-def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str, model: str) -> pl.DataFrame:
+def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str) -> pl.DataFrame:
     t0 = cluster_origin(jobs)
     caps = daily_capacities(vc_gpus, cluster, t0)
     names = sorted(caps)
@@ -167,9 +135,8 @@ def _schedule_cluster(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, cluster: str, m
         )
         .sort(["_sub", "job_id"])
     )
-    df, start = _closed_loop(df, caps, names, t0, SlurmQueue if model == "slurm" else _ClusterRun)
-    if model == "slurm":
-        df = df.with_columns(placed_waits(df, np.asarray(start), [caps[v] for v in names], t0).alias("_target"))
+    df, start = _closed_loop(df, caps, names, t0)
+    df = df.with_columns(placed_waits(df, np.asarray(start), [caps[v] for v in names], t0).alias("_target"))
     started = pl.Series("_s", start, dtype=pl.Int64)
     recorded = pl.when(started >= 0).then(started - pl.col("_target")).otherwise(pl.col("_sub"))
     df = df.with_columns(recorded.alias("_sub"))

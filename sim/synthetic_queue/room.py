@@ -15,7 +15,7 @@ from datetime import datetime
 
 import numpy as np
 
-from sim.synthetic_queue.cluster_queues import DailyCapacity
+from sim.synthetic_queue.capacity import DailyCapacity
 
 DAY_S = 86_400
 MINUTE_S = 60

@@ -24,7 +24,7 @@ from analytics.slurm_config import SchedSpec
 from sim.model import SchedulerColumns, SimConfig, Workload
 from sim.slurm.calibrate import node_changes, pool_of, pool_sizes, vc_cluster
 from sim.slurm.workload import simulate_slurm
-from sim.synthetic_queue.cluster_queues import DAY_S, DailyCapacity
+from sim.synthetic_queue.capacity import DAY_S, DailyCapacity
 from sim.synthetic_queue.room import MINUTE_S, free_minutes
 
 # Slurm's SchedulerParameters default_queue_depth and bf_max_job_test raised so that every pass looks at the whole

@@ -1,5 +1,5 @@
-"""Tests of capacity-consistent start times of the synthetic trace: the scheduling pass of `helios demo` (`--queue
-slurm` and `fifo`) and the fidelity check that GPUs in use never exceed a VC's capacity."""
+"""Tests of capacity-consistent start times of the synthetic trace: the scheduling pass of `helios demo` (the one
+Slurm model) and the fidelity check that GPUs in use never exceed a VC's capacity."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from analytics import schema, store
 from analytics.fidelity import capacity_checks, claims_capacity_consistency, fidelity_checks, peak_excess_gpus
 from analytics.synth.build import SynthParams, apply_schedule, generate
 from analytics.synth.layout import repair_isolated_days
-from sim.synthetic_queue.cluster_queues import slurm_like_schedule
+from sim.synthetic_queue.calibration import slurm_schedule
 
 T0 = datetime(2020, 4, 1)
 SCALE = 0.003
@@ -101,27 +101,24 @@ def test_apply_schedule_with_new_submit_times_renumbers_jobs_in_submit_order():
 
 @pytest.fixture(scope="module")
 def sim_root(tmp_path_factory):
-    """A data folder with the same small scheduled demo built twice on each queue model (`a`, `b`: the FIFO queue;
-    `l`, `m`: the Slurm model) and one sampled demo (`s`)."""
+    """A data folder with the same small scheduled demo built twice (`a`, `b`) and one sampled demo (`s`)."""
     root = tmp_path_factory.mktemp("data")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HELIOS_DATA_DIR", str(root))
-        for name, queue in (("a", "fifo"), ("b", "fifo"), ("l", "slurm"), ("m", "slurm"), ("s", "sampled")):
+        for name, queue in (("a", "slurm"), ("b", "slurm"), ("s", "sampled")):
             args = ["demo", "--scale", str(SCALE), "--seed", "4", "--name", name, "--queue", queue, "--quiet"]
             assert cli.main(args) == 0
     return root
 
 
-@pytest.mark.parametrize("one,two", [("a", "b"), ("l", "m")])
-def test_scheduled_demo_is_deterministic(sim_root, one, two):
-    a, b = store.open_dataset(one, sim_root), store.open_dataset(two, sim_root)
+def test_scheduled_demo_is_deterministic(sim_root):
+    a, b = store.open_dataset("a", sim_root), store.open_dataset("b", sim_root)
     assert a.jobs_path.read_bytes() == b.jobs_path.read_bytes()
     assert a.vc_gpus().equals(b.vc_gpus())
 
 
-@pytest.mark.parametrize("name", ["a", "l"])
-def test_scheduled_demo_never_exceeds_vc_capacity(sim_root, name):
-    ds = store.open_dataset(name, sim_root)
+def test_scheduled_demo_never_exceeds_vc_capacity(sim_root):
+    ds = store.open_dataset("a", sim_root)
     assert claims_capacity_consistency(ds)
     checks = capacity_checks(ds)
     assert len(checks) == 4 and all(c.passed for c in checks), checks
@@ -135,9 +132,8 @@ def test_sampled_demo_records_that_it_is_not_capacity_bound(sim_root):
     assert not any(c.statistic.startswith("peak GPUs") for c in fidelity_checks(ds))
 
 
-@pytest.mark.parametrize("name,scheduler", [("a", "fifo_schedule"), ("l", "slurm_schedule")])
-def test_scheduled_times_are_consistent_and_cpu_jobs_keep_sampled_queues(sim_root, name, scheduler):
-    sim = store.open_dataset(name, sim_root).jobs().collect()
+def test_scheduled_times_are_consistent_and_cpu_jobs_keep_sampled_queues(sim_root):
+    sim = store.open_dataset("a", sim_root).jobs().collect()
     sampled = store.open_dataset("s", sim_root).jobs().collect()
     bad = sim.filter(
         (pl.col("start_time") != pl.col("submit_time") + pl.duration(seconds=pl.col("queue")))
@@ -148,8 +144,8 @@ def test_scheduled_times_are_consistent_and_cpu_jobs_keep_sampled_queues(sim_roo
     cpu = pl.col("gpu_num") == 0
     keys = ["cluster", "submit_time", "user", "duration", "cpu_num"]
     assert sim.filter(cpu).drop("job_id").sort(keys).equals(sampled.filter(cpu).drop("job_id").sort(keys))
-    meta = store.open_dataset(name, sim_root).meta["start_times"]
-    assert meta["capacity_consistent"] is True and scheduler in meta["gpu_jobs"]
+    meta = store.open_dataset("a", sim_root).meta["start_times"]
+    assert meta["capacity_consistent"] is True and "slurm_schedule" in meta["gpu_jobs"]
 
 
 def test_capacity_check_fails_when_a_vc_is_overbooked(sim_root):
@@ -172,7 +168,8 @@ def test_scheduling_on_tight_capacities_queues_jobs_and_never_overbooks():
     smallest = tight.filter(pl.col("gpus") > 0).group_by("cluster", "vc").agg(pl.col("gpus").min().alias("least"))
     jobs = jobs.join(smallest, on=["cluster", "vc"], how="left").filter(pl.col("gpu_num") <= pl.col("least"))
     jobs = jobs.drop("least")
-    out = apply_schedule(jobs, slurm_like_schedule(jobs.filter(pl.col("gpu_num") > 0), tight))
+    timed, held = slurm_schedule(jobs.filter(pl.col("gpu_num") > 0), tight)
+    out = apply_schedule(jobs, timed)
     assert (out.filter(pl.col("gpu_num") > 0)["queue"] > 0).sum() > 10
-    assert (peak_excess_gpus(out.lazy(), tight)["excess_gpus"] <= 0).all()
+    assert (peak_excess_gpus(out.lazy(), held)["excess_gpus"] <= 0).all()
     assert peak_excess_gpus(jobs.lazy(), tight)["excess_gpus"].max() > 0  # the sampled times overbook them

@@ -1,5 +1,5 @@
-"""sim.synthetic_queue.calibration and slurm_queue: the closed-loop queue per VC (the FIFO queue or the one Slurm
-model) and the recorded target waits."""
+"""sim.synthetic_queue.calibration and slurm_queue: the closed-loop queue on the one Slurm model, the recorded
+target waits and the VC capacities it holds."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 from analytics.synth.build import SynthParams, generate
-from sim.synthetic_queue.calibration import MODELS, calibrated_schedule
-from sim.synthetic_queue.cluster_queues import DailyCapacity
+from sim.synthetic_queue.calibration import calibrated_schedule
+from sim.synthetic_queue.capacity import DailyCapacity
 from sim.synthetic_queue.slurm_queue import gpu_steps, held_capacity, roomless_s
 
 
@@ -38,50 +38,44 @@ def _starts_s(out: pl.DataFrame) -> list[int]:
     return (out["start_time"] - datetime(2020, 4, 1)).dt.total_seconds().to_list()
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_a_light_job_that_would_wait_is_submitted_again_at_its_time_of_day_on_the_nearest_day_with_room(model):
+def test_a_light_job_that_would_wait_is_submitted_again_at_its_time_of_day_on_the_nearest_day_with_room():
     # job 2 (400 GPU-s) finds the VC full until job 1 ends at 100: it is submitted at 10 s the next day and waits 0
-    out = calibrated_schedule(_jobs([(0, 100, 8, 0), (10, 50, 8, 0)]), CAPS, model=model).sort("job_id")
+    out = calibrated_schedule(_jobs([(0, 100, 8, 0), (10, 50, 8, 0)]), CAPS).sort("job_id")
     assert out["queue"].to_list() == [0, 0]
     assert _starts_s(out) == [0, 86_410]
     assert out["submit_time"].to_list() == out["start_time"].to_list()
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_a_light_job_of_a_vc_that_keeps_its_backlog_waits_on_its_day(model):
+def test_a_light_job_of_a_vc_that_keeps_its_backlog_waits_on_its_day():
     # as above, but VC a keeps its backlog: job 2 stays and starts at 100, when job 1 ends
     jobs = _jobs([(0, 100, 8, 0), (10, 50, 8, 0)]).with_columns(pl.lit(True).alias("backlog"))
-    out = calibrated_schedule(jobs, CAPS, model=model).sort("job_id")
+    out = calibrated_schedule(jobs, CAPS).sort("job_id")
     assert out["queue"].to_list() == [0, 0]
     assert _starts_s(out) == [0, 100]
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_a_heavy_job_that_would_wait_is_submitted_again_when_it_starts(model):
+def test_a_heavy_job_that_would_wait_is_submitted_again_when_it_starts():
     # job 2 holds 8 GPUs for an hour (above MOVABLE_MAX_GPU_S): it is submitted again at 100, when job 1 ends
-    out = calibrated_schedule(_jobs([(0, 100, 8, 0), (10, 3_600, 8, 0)]), CAPS, model=model).sort("job_id")
+    out = calibrated_schedule(_jobs([(0, 100, 8, 0), (10, 3_600, 8, 0)]), CAPS).sort("job_id")
     assert out["queue"].to_list() == [0, 0]
     assert _starts_s(out) == [0, 100]
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_a_light_job_without_a_day_of_room_in_its_month_is_submitted_again_when_it_starts(model):
+def test_a_light_job_without_a_day_of_room_in_its_month_is_submitted_again_when_it_starts():
     # the trace starts on April 30, the last day of its month: no other day of it to move to
     day = 29 * 86_400
-    out = calibrated_schedule(_jobs([(day, 100, 8, 0), (day + 10, 50, 8, 0)]), CAPS, model=model).sort("job_id")
+    out = calibrated_schedule(_jobs([(day, 100, 8, 0), (day + 10, 50, 8, 0)]), CAPS).sort("job_id")
     assert _starts_s(out) == [day, day + 100]
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_the_recorded_wait_is_the_target_before_the_start(model):
-    out = calibrated_schedule(_jobs([(0, 100, 8, 30), (500, 50, 4, 0)]), CAPS, model=model).sort("job_id")
+def test_the_recorded_wait_is_the_target_before_the_start():
+    out = calibrated_schedule(_jobs([(0, 100, 8, 30), (500, 50, 4, 0)]), CAPS).sort("job_id")
     assert out["queue"].to_list() == [30, 0]
     assert ((out["start_time"] - out["submit_time"]).dt.total_seconds() == out["queue"]).all()
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_a_job_no_vc_holds_never_starts(model):
-    out = calibrated_schedule(_jobs([(0, 100, 16, 0)]), CAPS, model=model)
+def test_a_job_no_vc_holds_never_starts():
+    out = calibrated_schedule(_jobs([(0, 100, 16, 0)]), CAPS)
     assert out["start_time"].null_count() == 1 and out["queue"].null_count() == 1
 
 
@@ -112,7 +106,7 @@ def test_calibrated_schedule_of_no_jobs_is_empty(small):
 def test_the_slurm_model_deals_the_drawn_waits_to_the_jobs_that_had_no_room():
     # job 2 finds the 8-GPU VC full until job 1 ends, job 3 finds room: the longest drawn wait goes to job 2
     jobs = _jobs([(0, 7_200, 8, 0), (60, 3_600, 8, 500), (20_000, 60, 4, 900)])
-    out = calibrated_schedule(jobs, CAPS, model="slurm").sort("job_id")
+    out = calibrated_schedule(jobs, CAPS).sort("job_id")
     assert _starts_s(out) == [0, 7_200, 20_000]
     assert out["queue"].to_list() == [0, 900, 500]
 
