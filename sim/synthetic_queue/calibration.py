@@ -72,9 +72,9 @@ def calibrated_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame, workers: int 
 
 def slurm_schedule(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """GPU-job start times by the one Slurm model the What-if's twin replays, each VC a partition on a pool of its
-    GPUs, users submitting again when their VC is full, with the drawn waits dealt out where the VCs had no room
-    (calibrated_schedule), and each VC's capacity of a day counting its drained nodes' GPUs still in use
-    (sim.synthetic_queue.slurm_queue)."""
+    GPUs, users submitting again when their VC is full, with the drawn waits dealt out where the VCs had no room,
+    and each VC's GPUs of a day raised to those its drained nodes' jobs still held that day, Earth's real rows
+    included (calibrated_schedule, sim.synthetic_queue.slurm_queue.held_capacity)."""
     timed = calibrated_schedule(jobs, vc_gpus)
     held = timed.join(jobs.select("cluster", "job_id", "gpu_num"), on=["cluster", "job_id"], how="left")
     return timed, held_capacity(held, vc_gpus)

@@ -15,9 +15,8 @@ from datetime import datetime
 
 import numpy as np
 
-from sim.synthetic_queue.capacity import DailyCapacity
+from sim.synthetic_queue.capacity import DAY_S, DailyCapacity
 
-DAY_S = 86_400
 MINUTE_S = 60
 DAY_MIN = DAY_S // MINUTE_S
 MOVABLE_MAX_GPU_S = 14_400  # heavier jobs that waited are submitted again when they started

@@ -29,7 +29,8 @@ from sim.synthetic_queue.room import MINUTE_S, free_minutes
 
 # Slurm's SchedulerParameters default_queue_depth and bf_max_job_test raised so that every pass looks at the whole
 # queue (the defaults, 100 and 500, over one cluster-wide queue of thousands of jobs leave most VCs' jobs unseen for
-# passes on end: 78 % of Saturn's first-run jobs wait against 30 % with the whole queue, docs/benchmarks.md #39)
+# passes on end: 99.4 % of Saturn's first-run GPU jobs wait, 23.4 h on average, against 78 % and 4.2 h with the whole
+# queue; docs/synthetic-queueing.md, "On the Slurm model")
 GENERATOR_SCHED = SchedSpec(default_queue_depth=100_000, bf_max_job_test=100_000)
 
 
@@ -106,18 +107,21 @@ def roomless_s(
 
 
 def placed_waits(df: pl.DataFrame, start_s: np.ndarray, caps: list[DailyCapacity], t0: datetime) -> pl.Series:
-    """The drawn waits (_target) of df's jobs (columns _vc, user, _dur, gpu_num, _target, _sub) dealt out within each
-    user's jobs of a VC and month of submission by how long each had no room before its start (see the module)."""
+    """The drawn waits (_target) of df's jobs (columns job_id, _vc, user, _dur, gpu_num, _target, _sub) dealt out
+    within each user's jobs of a VC and month of submission as drawn (start minus the job's own drawn wait) by how
+    long each had no room before its start (see the module)."""
     start = np.asarray(start_s, dtype=np.int64)
     target = df["_target"].to_numpy()
     submit = np.where(start >= 0, start - target, df["_sub"].to_numpy())
     month = (np.datetime64(t0.date(), "D") + submit // DAY_S).astype("datetime64[M]").astype(np.int64)
-    bound = roomless_s(start, df["_dur"].to_numpy(), df["gpu_num"].to_numpy(), df["_vc"].to_numpy(), caps)
+    waited_s = roomless_s(start, df["_dur"].to_numpy(), df["gpu_num"].to_numpy(), df["_vc"].to_numpy(), caps)
     groups = ["_vc", "user", "_month"]
     dealt = (
         df.select("_vc", "user", "job_id", "_target")
-        .with_columns(pl.Series("_month", month), pl.Series("_bound", bound), pl.int_range(pl.len()).alias("_row"))
-        .sort([*groups, "_bound", "_target", "job_id"])
+        .with_columns(
+            pl.Series("_month", month), pl.Series("_roomless_s", waited_s), pl.int_range(pl.len()).alias("_row")
+        )
+        .sort([*groups, "_roomless_s", "_target", "job_id"])
         .with_columns(pl.col("_target").sort().over(groups))
         .sort("_row")
     )
@@ -126,7 +130,7 @@ def placed_waits(df: pl.DataFrame, start_s: np.ndarray, caps: list[DailyCapacity
 
 def held_capacity(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> pl.DataFrame:
     """vc_gpus with each VC's GPUs of a day at least those its jobs (cluster, vc, gpu_num, start_time, end_time) held
-    at any moment of it: a drained node's GPUs count while its jobs run on."""
+    at any moment of it, midnight included: a drained node's GPUs count while its jobs run on."""
     ran = jobs.filter((pl.col("gpu_num") > 0) & pl.col("start_time").is_not_null())
     first, last = vc_gpus["date"].min(), vc_gpus["date"].max()
     keys = ["cluster", "vc"]
@@ -134,22 +138,16 @@ def held_capacity(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> pl.DataFrame:
         [
             ran.select(*keys, pl.col("start_time").alias("t"), pl.col("gpu_num").cast(pl.Int64).alias("d")),
             ran.select(*keys, pl.col("end_time").alias("t"), -pl.col("gpu_num").cast(pl.Int64).alias("d")),
+            vc_gpus.select(*keys, pl.col("date").cast(pl.Datetime("us")).alias("t"), pl.lit(0, pl.Int64).alias("d")),
         ]
-    ).sort(*keys, "t", "d")  # at one second, ends before starts
+    ).sort(*keys, "t", "d")  # at one second, ends before the midnight marker before starts
     held = events.with_columns(
         pl.col("d").cum_sum().over(keys).alias("held"), pl.col("t").dt.date().clip(first, last).alias("date")
     )
-    by_day = held.group_by(*keys, "date").agg(pl.col("held").max().alias("peak"), pl.col("held").last().alias("eod"))
-    days = (
-        vc_gpus.select(*keys, "date")
-        .join(by_day, on=[*keys, "date"], how="left")
-        .sort(*keys, "date")
-        .with_columns(pl.col("eod").forward_fill().shift(1).over(keys).fill_null(0).alias("at_midnight"))
-        .select(*keys, "date", pl.max_horizontal(pl.col("peak").fill_null(0), "at_midnight").alias("held"))
-    )
+    by_day = held.group_by(*keys, "date").agg(pl.col("held").max())
     dtype = vc_gpus.schema["gpus"]
     return (
-        vc_gpus.join(days, on=[*keys, "date"], how="left")
+        vc_gpus.join(by_day, on=[*keys, "date"], how="left")
         .with_columns(pl.max_horizontal(pl.col("gpus").cast(pl.Int64), pl.col("held").fill_null(0)).cast(dtype))
         .select(vc_gpus.columns)
     )

@@ -15,6 +15,7 @@ from analytics.fidelity import capacity_checks, claims_capacity_consistency, fid
 from analytics.synth.build import SynthParams, apply_schedule, generate
 from analytics.synth.layout import repair_isolated_days
 from sim.synthetic_queue.calibration import slurm_schedule
+from tests.sim.test_sim_replay import assert_raised_only_by_drains
 
 T0 = datetime(2020, 4, 1)
 SCALE = 0.003
@@ -119,6 +120,7 @@ def test_scheduled_demo_is_deterministic(sim_root):
 
 def test_scheduled_demo_never_exceeds_vc_capacity(sim_root):
     ds = store.open_dataset("a", sim_root)
+    assert_raised_only_by_drains(ds.vc_gpus(), generate(SynthParams(scale=SCALE, seed=4))[1])
     assert claims_capacity_consistency(ds)
     checks = capacity_checks(ds)
     assert len(checks) == 4 and all(c.passed for c in checks), checks
@@ -169,6 +171,7 @@ def test_scheduling_on_tight_capacities_queues_jobs_and_never_overbooks():
     jobs = jobs.join(smallest, on=["cluster", "vc"], how="left").filter(pl.col("gpu_num") <= pl.col("least"))
     jobs = jobs.drop("least")
     timed, held = slurm_schedule(jobs.filter(pl.col("gpu_num") > 0), tight)
+    assert_raised_only_by_drains(held, tight)
     out = apply_schedule(jobs, timed)
     assert (out.filter(pl.col("gpu_num") > 0)["queue"] > 0).sum() > 10
     assert (peak_excess_gpus(out.lazy(), held)["excess_gpus"] <= 0).all()
