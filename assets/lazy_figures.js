@@ -1,9 +1,10 @@
 /* Figure cards and sections below the first screen ask for their content when they come into view (figure_card and
    lazy_section in components/shell/controls.py: the element carries its "shown" store's id and a token new with
-   every layout). plotly.js starts loading as soon as a page lays out a figure card, while its figures are still
-   being asked for, rather than once the first figure has arrived; on a page without one it loads while the browser
-   is idle, so that the next chart page does not wait for it. window.HELIOS_DRAW_ALL = true (set before the app
-   loads) asks for everything at once. */
+   every layout). plotly.js starts loading as the browser has read the page, unless the server names the page among
+   those that open without a chart (<meta name="helios-chart-free-paths">, components/server/transfer.py), so that it
+   arrives and runs while Dash asks for the page's layout and figures; on a page without a chart it loads once a
+   figure card appears, or while the browser is idle, so that the next chart page does not wait for it.
+   window.HELIOS_DRAW_ALL = true (set before the app loads) asks for everything at once. */
 (function () {
   var ATTR = "data-lazy-shown";
   var TOKEN = "data-lazy-token";
@@ -47,7 +48,8 @@
   }
 
   function preloadPlotly() {
-    var url = window._dashPlotlyJSURL;
+    var meta = document.querySelector('meta[name="helios-plotly-url"]');
+    var url = window._dashPlotlyJSURL || (meta && meta.getAttribute("content"));
     if (window.Plotly || !url) {
       return;
     }
@@ -66,7 +68,16 @@
     document.body.appendChild(script);
   }
 
+  function chartFree() {
+    var meta = document.querySelector('meta[name="helios-chart-free-paths"]');
+    var paths = meta ? JSON.parse(meta.getAttribute("content")) : [];
+    return paths.indexOf(window.location.pathname.replace(/\/+$/, "") || "/") >= 0;
+  }
+
   function start() {
+    if (!chartFree()) {
+      preloadPlotly();
+    }
     new MutationObserver(scan).observe(document.body, {
       childList: true,
       subtree: true,

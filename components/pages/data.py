@@ -25,7 +25,10 @@ from components.whatif.state import default_form, form_to_search
 from sim.slurm.calibrate import RULES
 
 # filters=False: the page lists every dataset; the shell hides the global filter bar
-dash.register_page(__name__, path="/data", name="Data", title="Helios Dashboard · Data", order=5, filters=False)
+# charts=False: it opens without a chart (components/server/transfer.py: plotly.js is not loaded at once)
+dash.register_page(
+    __name__, path="/data", name="Data", title="Helios Dashboard · Data", order=5, filters=False, charts=False
+)
 
 
 def folder_size_bytes(path: Path) -> int:

@@ -8,7 +8,9 @@ from dash import dcc, html
 
 from components.shell import controls
 
-dash.register_page(__name__, path="/404", name="Not found", title="Helios Dashboard · Not found", nav=False)
+dash.register_page(
+    __name__, path="/404", name="Not found", title="Helios Dashboard · Not found", nav=False, charts=False
+)
 
 
 def layout(**_params: object) -> html.Div:

@@ -17,7 +17,10 @@ from components.whatif import form as whatif_form
 from components.whatif.state import default_form, form_from_params
 
 # filters=False: the page has its own dataset, cluster and window; the shell hides the global filter bar
-dash.register_page(__name__, path="/whatif", name="What-if", title="Helios Dashboard · What-if", order=6, filters=False)
+# charts=False: its charts come with a run (components/server/transfer.py: plotly.js is not loaded at once)
+dash.register_page(
+    __name__, path="/whatif", name="What-if", title="Helios Dashboard · What-if", order=6, filters=False, charts=False
+)
 
 DEFAULT_WINDOW_DAYS = 7  # the default window: the cluster's last week up to its last busy day
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import dash
 import flask
 from cachelib import SimpleCache
 from dash import Dash, dash_table, dcc, html
@@ -34,6 +35,10 @@ SUITES = "/_dash-component-suites/"
 ASSETS = "/assets/"
 FAVICON = "/_favicon.ico"
 CHUNKS_META = "helios-chunk-urls"  # the <meta> naming each code-split chunk's versioned URL
+# the <meta> naming the pages that draw no chart when they open (register_page(..., charts=False)): every other page
+# starts loading plotly.js as the browser has read it (assets/lazy_figures.js)
+CHART_FREE_META = "helios-chart-free-paths"
+PLOTLY_META = "helios-plotly-url"  # the <meta> naming plotly.js's versioned URL, for loading it before Dash starts
 VENDOR_DIR = "vendor"  # under assets/: files Dash does not put in the page (assets/vendor/README.md)
 PLOTLY_BUNDLE = f"{VENDOR_DIR}/plotly-cartesian-4.1.1.min.js"  # every trace type drawn here, a third of plotly.min.js
 PLOTLY_CHUNK = "plotly/package_data/plotly.min.js"  # the plotly.js dcc.Graph loads, under SUITES
@@ -104,6 +109,12 @@ def chunk_urls(app: Dash) -> dict[str, str]:
     return dict(zip(bare, versioned, strict=True)) | {prefix + PLOTLY_CHUNK: plotly_bundle_url(app)}
 
 
+def chart_free_paths() -> list[str]:
+    """The URL paths of the pages that draw no chart when they open (their register_page says charts=False)."""
+    pages = dash.page_registry.values()
+    return sorted(dash.get_relative_path(page["path"]) for page in pages if page.get("charts") is False)
+
+
 def plotly_bundle_url(app: Dash) -> str:
     """The versioned URL of the partial plotly.js bundle (PLOTLY_BUNDLE), with its file time as Dash versions assets."""
     modified = (Path(app.config.assets_folder) / PLOTLY_BUNDLE).stat().st_mtime
@@ -128,3 +139,5 @@ def install_transfer(app: Dash) -> None:
     server.after_request(_whole_static)  # after-request functions run last-registered first: before compression
     server.after_request(_cache_headers)
     app.config.meta_tags.append({"name": CHUNKS_META, "content": json.dumps(chunk_urls(app), sort_keys=True)})
+    app.config.meta_tags.append({"name": CHART_FREE_META, "content": json.dumps(chart_free_paths())})
+    app.config.meta_tags.append({"name": PLOTLY_META, "content": plotly_bundle_url(app)})

@@ -198,3 +198,12 @@ def test_page_html_carries_no_figures_even_when_they_are_cached_at_start(small_d
         ids = {json.dumps(n["props"]["id"], sort_keys=True) for n in config["validation_layout"]["props"]["children"]}
         assert json.dumps({"name": "utilization", "type": "graph-spec"}, sort_keys=True) in ids
         assert '"url"' in ids and '"f-clusters"' in ids
+
+
+def test_the_pages_that_open_without_a_chart_are_named_for_the_plotly_preload(client):
+    page = client.get("/cluster").get_data(as_text=True)
+    found = re.search(rf'<meta name="{transfer.CHART_FREE_META}" content="([^"]*)"', page)
+    paths = json.loads(html.unescape(found.group(1)))
+    assert paths == ["/404", "/data", "/whatif"]
+    bundle = re.search(rf'<meta name="{transfer.PLOTLY_META}" content="([^"]*)"', page).group(1)
+    assert html.unescape(bundle) == _chunk_urls(page)[transfer.SUITES + transfer.PLOTLY_CHUNK]
