@@ -1,6 +1,7 @@
 """How answers travel: text compressed with brotli or gzip as the client asks (flask-compress, above a size floor, never
-an already-compressed format), static files under a versioned URL cached for a year as immutable, and the versioned
-URLs of the component packages' code-split chunks named in the page (assets/versioned_chunks.js uses them)."""
+an already-compressed format), static files under a versioned URL cached for a year as immutable, and named in the
+page: the versioned URLs of the component packages' code-split chunks (assets/versioned_chunks.js uses them), and
+plotly.js's with the pages that open without a chart (assets/lazy_figures.js loads it at once on every other)."""
 
 from __future__ import annotations
 
