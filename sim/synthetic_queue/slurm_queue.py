@@ -20,6 +20,7 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
+from analytics.fidelity.capacity import daily_peak_gpus
 from analytics.slurm_config import SchedSpec
 from sim.model import SchedulerColumns, SimConfig, Workload
 from sim.slurm.calibrate import node_changes, pool_of, pool_sizes, vc_cluster
@@ -130,24 +131,8 @@ def placed_waits(df: pl.DataFrame, start_s: np.ndarray, caps: list[DailyCapacity
 
 def held_capacity(jobs: pl.DataFrame, vc_gpus: pl.DataFrame) -> pl.DataFrame:
     """vc_gpus with each VC's GPUs of a day at least those its jobs (cluster, vc, gpu_num, start_time, end_time) held
-    at any moment of it, midnight included: a drained node's GPUs count while its jobs run on."""
-    ran = jobs.filter((pl.col("gpu_num") > 0) & pl.col("start_time").is_not_null())
-    first, last = vc_gpus["date"].min(), vc_gpus["date"].max()
-    keys = ["cluster", "vc"]
-    events = pl.concat(
-        [
-            ran.select(*keys, pl.col("start_time").alias("t"), pl.col("gpu_num").cast(pl.Int64).alias("d")),
-            ran.select(*keys, pl.col("end_time").alias("t"), -pl.col("gpu_num").cast(pl.Int64).alias("d")),
-            vc_gpus.select(*keys, pl.col("date").cast(pl.Datetime("us")).alias("t"), pl.lit(0, pl.Int64).alias("d")),
-        ]
-    ).sort(*keys, "t", "d")  # at one second, ends before the midnight marker before starts
-    held = events.with_columns(
-        pl.col("d").cum_sum().over(keys).alias("held"), pl.col("t").dt.date().clip(first, last).alias("date")
-    )
-    by_day = held.group_by(*keys, "date").agg(pl.col("held").max())
-    dtype = vc_gpus.schema["gpus"]
-    return (
-        vc_gpus.join(by_day, on=[*keys, "date"], how="left")
-        .with_columns(pl.max_horizontal(pl.col("gpus").cast(pl.Int64), pl.col("held").fill_null(0)).cast(dtype))
-        .select(vc_gpus.columns)
-    )
+    at any moment of it, midnight included (daily_peak_gpus): a drained node's GPUs count while its jobs run on."""
+    keys = ["cluster", "vc", "date"]
+    held = vc_gpus.join(daily_peak_gpus(jobs.lazy(), vc_gpus), on=keys, how="left")
+    raised = pl.max_horizontal(pl.col("gpus").cast(pl.Int64), pl.col("peak_gpus").fill_null(0))
+    return held.with_columns(raised.cast(vc_gpus.schema["gpus"]).alias("gpus")).select(vc_gpus.columns)
