@@ -296,12 +296,19 @@ def lazy_marks(shown_id: dict[str, str]) -> dict[str, str]:
     return {LAZY_ATTR: json.dumps(shown_id, sort_keys=True), LAZY_TOKEN: uuid.uuid4().hex[:12]}
 
 
+def dash_id(component_id: dict[str, str]) -> str:
+    """A pattern-matching id as dash-renderer writes it (its stringifyId: keys sorted, no spaces)."""
+    return json.dumps(component_id, sort_keys=True, separators=(",", ":"))
+
+
 def lazy_section(name: str, height_px: int) -> html.Div:
     """A placeholder of height_px for a section below the first screen, filled by a callback on its LAZY_SHOWN store
     (see lazy_body_callback) once it scrolls into view."""
     shown_id = {"type": LAZY_SHOWN, "name": name}
-    body = html.Div(id={"type": LAZY_BODY, "name": name}, style={"minHeight": f"{height_px}px"})
-    loading = dcc.Loading(body, type="dot", delay_show=150)
+    body_id = {"type": LAZY_BODY, "name": name}
+    body = html.Div(id=body_id, style={"minHeight": f"{height_px}px"})
+    # the spinner covers the section while it is built, not while a callback inside it runs (a grid's next page)
+    loading = dcc.Loading(body, type="dot", delay_show=150, target_components={dash_id(body_id): "children"})
     return html.Div([dcc.Store(id=shown_id, data=False), loading], **lazy_marks(shown_id))
 
 

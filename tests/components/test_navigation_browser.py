@@ -39,8 +39,11 @@ def nav_server(tmp_path_factory, chromium_path, write_small, gunicorn_app):
 
 
 def _explorer_count(tab) -> int:
-    tab.wait_for_function("/^[0-9,]+ jobs$/.test(document.querySelector('#jobs-status')?.innerText || '')")
-    return int(tab.locator("#jobs-status").inner_text().split()[0].replace(",", ""))
+    shown = tab.wait_for_function(
+        "(() => { const t = document.querySelector('#jobs-status')?.innerText || '';"
+        " return /^[0-9,]+ jobs$/.test(t) && t; })()"
+    )
+    return int(shown.json_value().split()[0].replace(",", ""))
 
 
 def _oracle_count(data, search: str) -> int:
