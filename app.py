@@ -19,6 +19,7 @@ from components.server.hardening import install_hardening
 from components.server.health import install_health
 from components.server.heartbeats import install_heartbeats
 from components.server.hosts import check_anonymous_role, install_allowed_hosts
+from components.server.preload import PreloadingDash
 from components.server.settings import Settings, private_folder
 from components.shell import callbacks
 from components.shell import layout as shell
@@ -32,7 +33,7 @@ def create_app(settings: Settings | None = None) -> Dash:
     auth_settings = AuthSettings.from_env()
     check_anonymous_role(auth_settings.anonymous_role, settings.listen)
     private_folder(settings.cache_dir)
-    app = Dash(
+    app = PreloadingDash(
         __name__,
         use_pages=True,
         pages_folder="components/pages",

@@ -288,7 +288,7 @@ def _drawn(tab, url: str) -> None:
 def test_the_browser_gets_compressed_answers_and_keeps_versioned_bundles_a_year(browser, server_url):
     """The page, a callback's answer and plotly.js (the partial bundle standing for plotly.min.js) arrive compressed
     (Chromium asks gzip, deflate, br, zstd); a component bundle is immutable for a year; a revisit fetches no static
-    file again."""
+    file again; the layout and the callback list are not fetched at all."""
     from components.server import transfer
     from components.shell import controls
 
@@ -311,6 +311,8 @@ def test_the_browser_gets_compressed_answers_and_keeps_versioned_bundles_a_year(
         assert not any(r["url"].split("?")[0].endswith("plotly.min.js") for r in rows)  # the partial bundle instead
         bundles = [r for r in rows if transfer.SUITES in r["url"] and r["status"] == 200] + [plotly]
         assert len(bundles) > 5 and all(r["headers"]["cache-control"] == transfer.IMMUTABLE for r in bundles)
+        # Dash's layout and callback list came inside the page (components/server/preload.py), not by a request
+        assert not [r["url"] for r in rows if r["url"].split("?")[0].endswith(("/_dash-layout", "/_dash-dependencies"))]
         assert page["headers"]["cache-control"] == callback["headers"]["cache-control"] == "no-store"
         static = {r["url"] for r in rows if transfer.SUITES in r["url"] or transfer.ASSETS in r["url"]}
         seen.clear()
