@@ -125,7 +125,7 @@ def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tupl
     if trigger not in (None, controls.URL):
         url = to_query(state, page_params(search))
     shown = state_to_controls(state) if show else [no_update] * len(FILTER_INPUTS)
-    return (url, state, alert, *shown, *filter_options(state["dataset"], state["clusters"]))
+    return (url, state, to_query(state), alert, *shown, *filter_options(state["dataset"], state["clusters"]))
 
 
 def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
@@ -175,6 +175,7 @@ def register(app: Dash) -> None:
     app.callback(
         Output(controls.URL, "search"),
         Output(controls.FILTER_STATE, "data"),
+        Output(controls.NAV_QUERY, "data"),
         Output(controls.URL_ALERT, "children"),
         *[Output(cid, prop) for cid, prop in FILTER_INPUTS],
         *[Output(cid, prop) for cid, prop in OPTION_OUTPUTS],
@@ -182,11 +183,15 @@ def register(app: Dash) -> None:
         Input(controls.FILTER_RESET, "n_clicks"),
         *[Input(cid, prop) for cid, prop in FILTER_INPUTS],
     )(sync_url)
-    app.callback(
-        Output(controls.NAV_LINKS, "children"),
-        Input(controls.FILTER_STATE, "data"),
+    # The links are set in the browser from the query string the filter callback sends: no request of their own.
+    links = [controls.nav_link_id(label) for _, label in controls.pages()]
+    app.clientside_callback(
+        controls.nav_links_js(),
+        *[Output(link, "href") for link in links],
+        *[Output(link, "active") for link in links],
+        Input(controls.NAV_QUERY, "data"),
         Input(controls.URL, "pathname"),
-    )(controls.nav_links)
+    )
     app.callback(Output(controls.FILTER_BAR, "style"), Input(controls.URL, "pathname"))(controls.filter_bar_style)
     # Filters start folded on phones (< 768 px wide) and open elsewhere; the button toggles them.
     app.clientside_callback(

@@ -24,6 +24,7 @@ URL = "url"
 URL_ALERT = "url-alert"
 FILTER_STATE = "filter-state"
 NAV_LINKS = "nav-links"
+NAV_QUERY = "nav-query"  # the filter query string every page link carries (set with the filter state)
 FILTER_BAR = "filter-bar"
 FILTER_TOGGLE = "filter-toggle"
 FILTER_COLLAPSE = "filter-collapse"
@@ -99,9 +100,26 @@ def filter_bar_style(pathname: str | None) -> dict[str, str] | None:
 def nav_links(state: dict[str, Any], pathname: str | None = "/") -> list:
     """The navbar's page links, each carrying the filter query string, the current page's highlighted."""
     return [
-        dbc.NavItem(dbc.NavLink(label, href=nav_href(path, state), active=path == pathname, id=f"nav-{label.lower()}"))
+        dbc.NavItem(dbc.NavLink(label, href=nav_href(path, state), active=path == pathname, id=nav_link_id(label)))
         for path, label in pages()
     ]
+
+
+def nav_link_id(label: str) -> str:
+    """The id of the navbar's link to the page labelled label."""
+    return f"nav-{label.lower()}"
+
+
+NAV_LINKS_JS = """function (query, pathname) {
+    var paths = %s;
+    var hrefs = paths.map(function (p) { return p + (query || ""); });
+    return hrefs.concat(paths.map(function (p) { return p === pathname; }));
+}"""  # the navbar's links from the filter query string and the page's path: every href, then every active flag
+
+
+def nav_links_js() -> str:
+    """The clientside function that sets the navbar's links (NAV_LINKS_JS with the pages' paths)."""
+    return NAV_LINKS_JS % json.dumps([path for path, _ in pages()])
 
 
 def navbar(state: dict[str, Any]) -> dbc.Navbar:

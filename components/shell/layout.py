@@ -11,7 +11,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 from flask import has_request_context
 
-from analytics.filters import empty_state, flat_params
+from analytics.filters import empty_state, flat_params, to_query
 from analytics.store import DatasetError
 from components.datasets import access
 from components.shell import controls
@@ -68,6 +68,7 @@ def layout() -> html.Div:
         [
             dcc.Location(id=controls.URL, refresh="callback-nav"),  # lets the pages router see filter changes
             dcc.Store(id=controls.FILTER_STATE, data=state),
+            dcc.Store(id=controls.NAV_QUERY, data=to_query(state)),
             controls.navbar(state),
             dbc.Container(
                 [

@@ -153,6 +153,13 @@ def test_a_shared_url_restores_the_same_view(page, server_url):
     assert page.url == shared
     assert trace_names(page, "GPU job duration CDF") == ["Venus"]
     assert page.locator("#nav-users").get_attribute("href") == "/users?ds=helios-synth&cluster=Venus&kind=gpu&gmin=2"
+    assert "active" in page.locator("#nav-jobs").get_attribute("class")
+    assert "active" not in page.locator("#nav-users").get_attribute("class")
+    # a new filter reaches every page link
+    page.evaluate("window.dash_clientside.set_props('f-clusters', {value: ['Earth']})")
+    page.wait_for_function("document.querySelector('#nav-users').getAttribute('href').includes('cluster=Earth')")
+    earth = "?ds=helios-synth&cluster=Earth&kind=gpu&gmin=2"
+    assert page.locator("#nav-cluster").get_attribute("href") == "/cluster" + earth
     assert page.errors == []
 
 

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from dash import no_update
 
-from analytics.filters import empty_state, to_filter
+from analytics.filters import empty_state, to_filter, to_query
 from analytics.queries import explorer
 from components.charts import figures, units
 from components.charts import registry as charts
@@ -36,6 +36,7 @@ def pages(dash_app):
 SYNC_OUTPUTS = [
     ("url", "search"),
     ("filter-state", "data"),
+    ("nav-query", "data"),
     ("url-alert", "children"),
     *callbacks.FILTER_INPUTS,
     *callbacks.OPTION_OUTPUTS,
@@ -74,6 +75,8 @@ def test_a_shared_url_sets_every_filter_control(ui):
     assert out["f-dates"]["start_date"] == "2020-04-02" and out["f-states"]["value"] == ["FAILED"]
     assert out["filter-state"]["data"]["dataset"] == "philly-mini"
     assert out["f-clusters"]["options"] == ["Philly"]  # options come with the values they must contain
+    assert out["nav-query"]["data"] == to_query(out["filter-state"]["data"])  # what every page link carries
+    assert out["nav-query"]["data"].startswith("?ds=philly-mini&cluster=Philly")
 
 
 def test_a_bad_url_parameter_shows_a_warning(ui):
