@@ -188,4 +188,5 @@ def register(app: Dash) -> None:
         Input(GRID, "getRowsRequest"),
         State(SPEC, "data"),
         optional=True,  # the grid is built once it scrolls into view
+        prevent_initial_call=True,  # the grid asks for its first block itself
     )(get_rows)

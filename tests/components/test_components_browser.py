@@ -191,8 +191,11 @@ SLOW_GRID_ROWS_JS = """() => {
 
 @pytest.mark.draw_all
 def test_the_job_explorer_pages_through_the_server(page, server_url):
+    asked = []
+    page.on("request", lambda r: asked.append(r) if "getRowsRequest" in (r.post_data or "") else None)
     open_settled(page, server_url + "/jobs?cluster=Earth")
     page.wait_for_selector("#jobs-grid .ag-row")
+    assert len(asked) == 1  # the grid's own request for its first block, no empty initial call besides
     # the count comes with the rows' answer: wait for it too
     page.wait_for_function("document.querySelector('#jobs-status').innerText.trim().endsWith(' jobs')")
     status = page.locator("#jobs-status").inner_text()
