@@ -87,10 +87,20 @@ def _of_selection(
     return cached(selection_key(kind, ds, flt, *parts), lambda: compute(ds, flt))
 
 
+def _options(kwargs: dict[str, Any]) -> str:
+    return ",".join(f"{k}={kwargs[k]}" for k in sorted(kwargs))
+
+
 def query(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFrame:
     """Run analytics.queries.<name> for a filter state, through the cache."""
-    fn, options = queries.QUERIES[name], ",".join(f"{k}={kwargs[k]}" for k in sorted(kwargs))
-    return _of_selection(f"q:{name}", state, lambda ds, flt: fn(ds, flt, **kwargs), options)
+    fn = queries.QUERIES[name]
+    return _of_selection(f"q:{name}", state, lambda ds, flt: fn(ds, flt, **kwargs), _options(kwargs))
+
+
+def query_if_cached(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFrame | None:
+    """query(name, state, **kwargs) when it is cached, None when it is not (nothing is computed)."""
+    key = selection_key(f"q:{name}", open_dataset(state["dataset"]), to_filter(state), _options(kwargs))
+    return peek(key)
 
 
 def query_uncached(name: str, state: dict[str, Any], **kwargs: Any) -> pl.DataFrame:

@@ -23,6 +23,8 @@ CARDS = "overview-cards"
 TABLE = "overview-table"
 CSV = "overview-csv"
 UTIL = "overview-util"
+LAID_OUT = "overview-laid-out"  # True when the page was laid out with its cards (all of them cached)
+WANT = "overview-want"  # the filter state, set in the browser when the cards must be asked of the server
 # column -> (header, units kind); fractions are shown as percentages
 SUMMARY_COLUMNS: dict[str, tuple[str, str | None]] = {
     "id": ("cluster", None),
@@ -56,15 +58,21 @@ SUMMARY_COLUMNS: dict[str, tuple[str, str | None]] = {
 
 
 def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
-    """The cluster cards (filled by a callback) and the cluster summary table."""
+    """The cluster cards and the cluster summary table: laid out with the page when all they show is cached, else
+    filled by callbacks (the cards and table, then the slower mean utilisation)."""
+    cached = laid_out(state)
+    cards, columns, rows = cached if cached is not None else ([], [], [])
     return [
         dcc.Store(id=SPEC, data=state),
-        dcc.Loading(html.Div(id=CARDS, className="mb-3"), type="dot", delay_show=150),
+        dcc.Store(id=LAID_OUT, data=cached is not None),
+        dcc.Store(id=WANT),
+        dcc.Loading(html.Div(cards, id=CARDS, className="mb-3"), type="dot", delay_show=150),
         tables.table_header("Cluster summary", CSV),
         tables.data_grid(
             TABLE,
-            [],
+            columns,
             "helios-cluster-summary.csv",
+            rowData=rows,
             dashGridOptions={"domLayout": "autoHeight"},
             style={"width": "100%"},
         ),
@@ -107,22 +115,42 @@ def cluster_cards(state: dict[str, Any]) -> pl.DataFrame:
 
 def mean_utilization(state: dict[str, Any]) -> dict[str, float]:
     """Mean GPU utilisation (%) per cluster over the selected window (from the hourly utilisation series)."""
-    util = access.query("utilization_resampled", state, every=charts.HOURLY)
-    means = util.group_by("cluster").agg((pl.col("gpu_utilization").mean() * 100).alias("pct"))
-    return dict(means.iter_rows())
+
+    def compute() -> dict[str, float]:
+        util = access.query("utilization_resampled", state, every=charts.HOURLY)
+        means = util.group_by("cluster").agg((pl.col("gpu_utilization").mean() * 100).alias("pct"))
+        return dict(means.iter_rows())
+
+    return access.derived("overview_utilization", state, compute)
+
+
+def laid_out(state: dict[str, Any]):
+    """The cards (their mean utilisation filled in), the table's columns and rows for a filter state when all of them
+    are cached; None when something must be computed (the page then asks for them by callbacks)."""
+    try:
+        cards = access.derived_if_cached("overview_cards", state)
+        summary = access.query_if_cached("cluster_summary", state)
+        means = access.derived_if_cached("overview_utilization", state)
+    except access.USER_ERRORS:
+        return None  # the callback says what is wrong
+    if cards is None or summary is None or means is None or cards.is_empty():
+        return None
+    caps = access.dataset_capabilities(state["dataset"])
+    return card_row(cards, caps, means), *summary_table(summary)
 
 
 def _absent(problem: str) -> html.Span:
     return html.Span("not in this trace", title=problem, className="text-muted not-in-trace")
 
 
-def _card(row: dict[str, Any], caps: dict[str, Any]) -> dbc.Card:
+def _card(row: dict[str, Any], caps: dict[str, Any], means: dict[str, float] | None) -> dbc.Card:
     features = caps["features"]
 
     def needs(feature: str, value: Any) -> Any:
         return _absent(features[feature]) if features[feature] else value
 
-    util = html.Span("…", id={"type": UTIL, "cluster": row["cluster"]})
+    pending = html.Span("…", id={"type": UTIL, "cluster": row["cluster"]})  # filled by fill_utilization
+    util = pending if means is None else html.Span(units.percent(means.get(row["cluster"])))
     items = [
         (
             "GPUs",
@@ -159,10 +187,13 @@ def render(state: dict[str, Any]):
         return dbc.Alert(str(exc), color="danger"), [], []
     if cards.is_empty():
         return dbc.Alert("No jobs match the current filters.", color="info"), [], []
-    caps = access.dataset_capabilities(state["dataset"])
-    card_cols = [dbc.Col(_card(r, caps), xs=12, sm=6, xl=3, className="mb-3") for r in cards.to_dicts()]
-    row = dbc.Row(card_cols, className="g-3")
-    return row, *summary_table(summary)
+    return card_row(cards, access.dataset_capabilities(state["dataset"]), None), *summary_table(summary)
+
+
+def card_row(cards: pl.DataFrame, caps: dict[str, Any], means: dict[str, float] | None) -> dbc.Row:
+    """A card per cluster, with its mean utilisation from means, or a placeholder fill_utilization fills when None."""
+    cols = [dbc.Col(_card(r, caps, means), xs=12, sm=6, xl=3, className="mb-3") for r in cards.to_dicts()]
+    return dbc.Row(cols, className="g-3")
 
 
 def summary_table(summary: pl.DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -187,15 +218,24 @@ def fill_utilization(_cards: Any, state: dict[str, Any]) -> list[str]:
 
 def register_callbacks(app: Dash) -> None:
     """Register this page's callbacks on app."""
-    app.callback(
-        Output({"type": UTIL, "cluster": ALL}, "children"),
-        Input(CARDS, "children"),
+    # Cards laid out with the page send no request: decided in the browser.
+    app.clientside_callback(
+        "function (laidOut, state) { return laidOut ? window.dash_clientside.no_update : state; }",
+        Output(WANT, "data"),
+        Input(LAID_OUT, "data"),
         State(SPEC, "data"),
-    )(fill_utilization)
+    )
     app.callback(
         Output(CARDS, "children"),
         Output(TABLE, "columnDefs"),
         Output(TABLE, "rowData"),
-        Input(SPEC, "data"),
+        Input(WANT, "data"),
+        prevent_initial_call=True,
     )(render)
+    app.callback(
+        Output({"type": UTIL, "cluster": ALL}, "children"),
+        Input(CARDS, "children"),
+        State(SPEC, "data"),
+        prevent_initial_call=True,  # cards laid out with the page have their utilisation
+    )(fill_utilization)
     tables.register_export(app, TABLE, CSV)

@@ -78,7 +78,7 @@ def overview(ui, search: str = "") -> dict:
     out = ui.callback(
         ".." + "...".join(f"{i}.{p}" for i, p in outs) + "..",
         [{"id": i, "property": p} for i, p in outs],
-        [{"id": "overview-spec", "property": "data", "value": state}],
+        [{"id": "overview-want", "property": "data", "value": state}],
     )["response"]
     cards = out["overview-cards"]["children"]
     util_ids = [n["props"]["id"] for n in ui.walk(cards) if isinstance(n["props"].get("id"), dict)]
@@ -103,6 +103,21 @@ def test_the_overview_has_a_card_per_cluster_and_the_summary_table(ui):
     assert venus["avg_run_time_gpu__exact"] == units.duration_exact(venus["avg_run_time_gpu"])  # exact on hover
     assert len(got["util"]) == 2
     assert all(v["children"].endswith(" %") for v in got["util"].values())
+
+
+def test_the_overview_is_laid_out_with_its_cards_once_they_are_cached(ui):
+    first = ui.page("/", "?cluster=Venus")
+    assert ui.find(first, "overview-laid-out")["data"] is False  # nothing cached: asked for by callbacks
+    got = overview(ui, "?cluster=Venus")
+    again = ui.page("/", "?cluster=Venus")
+    assert ui.find(again, "overview-laid-out")["data"] is True
+    cards = ui.find(again, "overview-cards")["children"]
+    texts = [n["props"].get("children") for n in ui.walk(cards)]
+    assert "…" not in texts and list(got["util"].values())[0]["children"] in texts  # the utilisation filled in
+    assert "Venus" in texts and "active users" in texts
+    assert not [n for n in ui.walk(cards) if isinstance(n["props"].get("id"), dict)]  # nothing left to fill
+    grid = ui.find(again, "overview-table")
+    assert grid["rowData"] == got["table"]["rowData"] and grid["columnDefs"] == got["table"]["columnDefs"]
 
 
 def test_the_overview_of_an_empty_selection_says_so(ui):
