@@ -513,21 +513,26 @@ def register(app: Dash, settings: Settings | None = None, manager=None) -> None:
 
 
 def _register_panels(app: Dash, settings: Settings) -> None:
+    # The result store is empty in the layout and the panels start hidden: they change only once a result arrives,
+    # so a page load sends none of these requests (three in a row before).
     app.callback(
         Output(ids.DOWNLOADS, "style"),
         Output(ids.WAIT_PANEL, "style"),
         Input(ids.RESULT, "data"),
+        prevent_initial_call=True,
     )(show_panels)
     app.callback(
         Output(ids.WAIT_SCHEME, "options"),
         Output(ids.WAIT_SCHEME, "value"),
         Input(ids.RESULT, "data"),
+        prevent_initial_call=True,
     )(lambda meta: wait_schemes(meta, settings))
     app.callback(
         Output(ids.WAIT_JOB, "options"),
         Output(ids.WAIT_JOB, "value"),
         Input(ids.WAIT_SCHEME, "value"),
         State(ids.RESULT, "data"),
+        prevent_initial_call=True,
     )(lambda scheme, meta: wait_jobs(scheme, meta, settings))
     app.callback(
         Output(ids.WAIT_GRAPH, "figure"),
@@ -535,6 +540,7 @@ def _register_panels(app: Dash, settings: Settings) -> None:
         Input(ids.WAIT_JOB, "value"),
         State(ids.WAIT_SCHEME, "value"),
         State(ids.RESULT, "data"),
+        prevent_initial_call=True,
     )(lambda job, scheme, meta: wait_view(job, scheme, meta, settings))
     app.callback(
         Output(ids.DOWNLOAD, "data"),
@@ -554,6 +560,7 @@ def _register_panels(app: Dash, settings: Settings) -> None:
     app.callback(
         Output(ids.DL_IMPORTANCE, "style"),
         Input(ids.RESULT, "data"),
+        prevent_initial_call=True,
     )(lambda meta: importance_button_style(meta, settings))
 
 

@@ -90,6 +90,7 @@ def _run_cancel_reload(tab, server):
     first_table = _table(tab)
     assert [row.split("\t")[0] for row in first_table] == ["recorded", "twin", "fifo", "sjf"]
     tab.wait_for_selector("#whatif-graph-jct-cdf .main-svg")
+    _assert_why_wait_shown(tab)
     tab.wait_for_selector("#whatif-run:not([disabled])")
     settle(tab)  # the check for a lost run (a clientside callback that waits for a result to land) has run
     assert tab.locator("#whatif-error").inner_text() == ""  # a finished run is not reported as lost
@@ -114,7 +115,16 @@ def _run_cancel_reload(tab, server):
     assert tab.locator("#whatif-capacity").input_value() == "1.5"
     checked = tab.locator("#whatif-policies input:checked").evaluate_all("els => els.map(e => e.value)")
     assert checked == ["fifo", "sjf"]
+    _assert_why_wait_shown(tab)
     assert tab.errors == []
+
+
+def _assert_why_wait_shown(tab) -> None:
+    """The result's downloads and its 'why wait' panel are shown, the longest wait chosen, drawn and explained."""
+    tab.wait_for_selector("#whatif-wait-graph .main-svg")
+    tab.wait_for_selector("#whatif-wait-table tr")
+    assert tab.locator("#whatif-downloads").is_visible() and tab.locator("#whatif-wait").is_visible()
+    assert tab.locator("#whatif-wait-job").inner_text().startswith("job ")
 
 
 def _cancel_before_the_server_hears(tab, prefix: str, trigger: str) -> None:
