@@ -74,13 +74,13 @@ def zoom_utilization(relayout: dict[str, Any] | None, spec: dict[str, Any]):
     return fig
 
 
-def drill_to_vc(click: dict[str, Any] | None):
-    """Filter the dashboard to the VC whose box or marker was clicked."""
-    points = (click or {}).get("points")
-    if not points:
-        return no_update
-    vc = points[0].get("customdata")
-    return [vc] if isinstance(vc, str) else no_update
+# A click on a VC's box or marker filters the dashboard to it (its customdata names the VC); in the browser, so that
+# the chart's appearance on the page (which Dash reports as an input of this callback) costs no request.
+DRILL_TO_VC_JS = """function (click) {
+    var points = (click || {}).points;
+    var vc = points && points.length ? points[0].customdata : null;
+    return typeof vc === "string" ? [vc] : window.dash_clientside.no_update;
+}"""
 
 
 def register_callbacks(app: Dash) -> None:
@@ -102,8 +102,9 @@ def register_callbacks(app: Dash) -> None:
         State({"type": controls.SPEC, "name": UTIL}, "data"),
         prevent_initial_call=True,
     )(zoom_utilization)
-    app.callback(
+    app.clientside_callback(
+        DRILL_TO_VC_JS,
         Output(controls.VCS, "value", allow_duplicate=True),
         Input({"type": controls.GRAPH, "name": VC}, "clickData"),
         prevent_initial_call=True,
-    )(drill_to_vc)
+    )

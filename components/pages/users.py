@@ -6,7 +6,7 @@ from typing import Any
 
 import dash
 import polars as pl
-from dash import Dash, Input, Output, html, no_update
+from dash import Dash, Input, Output, html
 
 from components.datasets import access
 from components.shell import controls, tables
@@ -112,20 +112,21 @@ def fill_board(state: dict[str, Any]):
         return []
 
 
-def open_user(cell: dict[str, Any] | None):
-    """Filter the dashboard to the user whose name was clicked."""
-    if not cell or cell.get("colId") != "user" or not cell.get("value"):
-        return no_update
-    return [cell["value"]]
+# A click on a user's name filters the dashboard to that user; in the browser, so that the leaderboard's appearance
+# (which Dash reports as an input of this callback) costs no request.
+OPEN_USER_JS = """function (cell) {
+    var name = cell && cell.colId === "user" ? cell.value : null;
+    return name ? [name] : window.dash_clientside.no_update;
+}"""
 
 
 def register_callbacks(app: Dash) -> None:
     """Register this page's callbacks on app."""
     controls.lazy_body_callback(app, BOARD_SECTION, board)
-    app.callback(
+    app.clientside_callback(
+        OPEN_USER_JS,
         Output(controls.USERS, "value", allow_duplicate=True),
-        Input(BOARD, "cellClicked"),
+        Input(BOARD, "cellClicked", allow_optional=True),  # the leaderboard is built once it scrolls into view
         prevent_initial_call=True,
-        optional=True,  # the leaderboard is built once it scrolls into view
-    )(open_user)
+    )
     tables.register_export(app, BOARD, BOARD_CSV, optional=True)

@@ -129,17 +129,6 @@ def test_nav_links_keep_the_filters_and_mark_the_page(dash_app):
     assert not any(link.active for name, link in links.items() if name != "Jobs")
 
 
-def test_clicking_a_vc_filters_to_it(pages):
-    click = {"points": [{"x": "Earth/vcC", "customdata": "vcC"}]}
-    assert pages.cluster.drill_to_vc(click) == ["vcC"]
-    assert pages.cluster.drill_to_vc({"points": []}) is callbacks.no_update
-
-
-def test_clicking_a_user_name_opens_the_user_view(pages):
-    assert pages.users.open_user({"colId": "user", "value": "u007"}) == ["u007"]
-    assert pages.users.open_user({"colId": "cluster", "value": "Earth"}) is callbacks.no_update
-
-
 @pytest.mark.parametrize(
     ("relayout", "expected"),
     [

@@ -96,6 +96,11 @@ def test_the_leaderboard_sorts_and_filters_on_exact_values_shown_in_human_units(
     )
     assert set(grid_values(page, "users-board", "cluster")) == {"Venus"}
     assert page.locator("#users-board .ag-paging-panel").is_visible()  # paginated
+    # a click on a user's name filters the dashboard to that user
+    name = page.evaluate("dash_ag_grid.getApi('users-board').getDisplayedRowAtIndex(0).data.user")
+    page.locator("#users-board").get_by_role("gridcell", name=name, exact=True).first.click()
+    page.wait_for_url("**user=**")
+    assert f"user={name}" in page.url and page.url.count("user=") == 1
     assert page.errors == []
 
 
