@@ -1,7 +1,7 @@
 """Issue #37: every page over an emulated office link and over loopback, in Chromium, against the production server.
 
     python bench/pages.py [--factor 1] [--work /work/scale-data] [--links emulated,loopback] [--pages /cluster,/jobs]
-                          [--json out.json]
+                          [--rounds 5] [--json out.json]
 
 The server is gunicorn with gunicorn.conf.py (2 workers) on the 1x demo (`helios-synth` in $HELIOS_DATA_DIR or
 data/) or, with --factor N > 1, on `helios-Nx` under WORK/data-Nx (built by `python bench/scale.py --factor N --work
@@ -15,7 +15,9 @@ card and table of a page is in view and drawn. Per link (CDP network throttling:
 - a new filter: on `/cluster`, already drawn, the cluster drop-down set to another cluster, timed until every chart
   has been drawn again with the new data.
 
-For each it prints the seconds, the bytes on the wire (CDP encodedDataLength: bodies as sent, headers included),
+With --rounds N all of it is done N times (each round on an emptied server query cache) and each figure is the
+median round's, every round's seconds printed beside it: a shared machine's speed drifts by more than one change
+saves. For each it prints the seconds, the bytes on the wire (CDP encodedDataLength: bodies as sent, headers included),
 the requests made and those answered from the browser's cache, and the largest answer (its wire and decoded bytes);
 then the page HTML's size, each worker's peak memory and the verdict against the budgets (emulated link only):
 first visit <= 1.5 s, revisit <= 0.5 s, new filter <= 1.0 s at 1x and <= 2.0 s at 10x, and the largest data answer
@@ -257,22 +259,46 @@ def empty_query_cache(server: scale.Server) -> None:
         path.unlink(missing_ok=True) if path.is_file() else shutil.rmtree(path, ignore_errors=True)
 
 
-def run_link(browser, server: scale.Server, link: str, pages: list[tuple[str, str, str, str]]) -> list[dict]:
-    """Every page's first visit and revisit over link, then the new filter; one row each, printed."""
-    empty_query_cache(server)
-    rows = []
-    for label, address, title, kind in pages:
-        context = browser.new_context(viewport=VIEWPORT)
-        tab, cdp = open_tab(context, link)
-        first = timed_load(tab, cdp, server.url + address, title, kind)
-        revisit = timed_load(tab, cdp, server.url + address, title, kind)
-        row = {"link": link, "page": label, "first": first, "revisit": revisit, "load": scale.load()}
-        if label == "/cluster":
-            row["filter"] = new_filter(tab, cdp)
-        context.close()
-        rows.append(row)
+def run_link(
+    browser, server: scale.Server, link: str, pages: list[tuple[str, str, str, str]], rounds: int = 1
+) -> list[dict]:
+    """Every page's first visit and revisit over link, then the new filter, in each of rounds rounds (each on an
+    emptied server query cache); one row per page, its median round's, printed."""
+    runs = []
+    for done in range(rounds):
+        if rounds > 1:
+            scale.say(f"  round {done + 1} of {rounds} ({scale.load()})")
+        empty_query_cache(server)
+        runs.append([visit(browser, server, link, page) for page in pages])
+    rows = [median_row(list(visits)) for visits in zip(*runs, strict=True)]
+    for row in rows:
         print_row(row)
     return rows
+
+
+def visit(browser, server: scale.Server, link: str, page: tuple[str, str, str, str]) -> dict:
+    """One page's first visit and revisit in a new browser profile (and the new filter on /cluster): its row."""
+    label, address, title, kind = page
+    context = browser.new_context(viewport=VIEWPORT)
+    tab, cdp = open_tab(context, link)
+    first = timed_load(tab, cdp, server.url + address, title, kind)
+    revisit = timed_load(tab, cdp, server.url + address, title, kind)
+    row = {"link": link, "page": label, "first": first, "revisit": revisit, "load": scale.load()}
+    if label == "/cluster":
+        row["filter"] = new_filter(tab, cdp)
+    context.close()
+    return row
+
+
+def median_row(visits: list[dict]) -> dict:
+    """One page's row from its rounds: each figure the median round's (the lower middle one of an even count), with
+    every round's seconds."""
+    row = dict(visits[0])
+    for what in ("first", "revisit", "filter"):
+        if what in row:
+            ordered = sorted((v[what] for v in visits), key=lambda got: got["seconds"])
+            row[what] = {**ordered[(len(ordered) - 1) // 2], "rounds_s": [v[what]["seconds"] for v in visits]}
+    return row
 
 
 def mb(n: float) -> str:
@@ -288,6 +314,12 @@ def print_row(row: dict) -> None:
             continue
         big = got["largest"]
         label = row["page"] if what != "filter" else f"/cluster → cluster={NEW_FILTER_CLUSTER}"
+        rounds = got.get("rounds_s", [])
+        if len(rounds) > 1:
+            scale.say(
+                f"  {row['link']:8} {label:34} {what:7} median of {len(rounds)} rounds: {min(rounds):.2f}–"
+                f"{max(rounds):.2f} s ({', '.join(f'{r:.2f}' for r in rounds)})"
+            )
         scale.say(
             f"  {row['link']:8} {label:34} {what:7} {got['seconds']:6.2f} s  {mb(got['wire_bytes'])} on the wire, "
             f"{got['requests']:3d} requests ({got['cached']:3d} from cache); largest {big['wire'] / 1e3:7.1f} KB "
@@ -372,6 +404,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--work", type=Path, default=REPO / "data" / "scale", help="where bench/scale.py built helios-Nx")
     p.add_argument("--links", default="emulated,loopback", help="comma-separated: emulated, loopback")
     p.add_argument("--pages", help="comma-separated page labels to visit (/cluster, job, ...); all when absent")
+    p.add_argument("--rounds", type=int, default=1, help="visit every page this many times; report the median")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     return p.parse_args()
 
@@ -395,7 +428,7 @@ def main() -> int:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=scale.page_bench.CHROMIUM_ARGS)
             for link in args.links.split(","):
                 scale.say(f"## {link} link")
-                figures["rows"] += run_link(browser, server, link, pages)
+                figures["rows"] += run_link(browser, server, link, pages, args.rounds)
             browser.close()
         figures["html_bytes"] = page_html_bytes(server, pages)
         scale.say("## peak memory of the server's workers over the visits")

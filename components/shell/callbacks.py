@@ -101,6 +101,17 @@ def controls_to_state(values: list, trigger: Any = None) -> tuple[dict[str, Any]
     return state, [p.replace("URL parameter", "filter") for p in problems]
 
 
+# sync_url's outputs, in the order it returns them
+SYNC_OUTPUTS = (
+    (controls.URL, "search"),
+    (controls.FILTER_STATE, "data"),
+    (controls.NAV_QUERY, "data"),
+    (controls.URL_ALERT, "children"),
+    *FILTER_INPUTS,
+    *OPTION_OUTPUTS,
+)
+
+
 def _alerts(problems: list[str]) -> list:
     return [dbc.Alert(p, color="warning", className="py-1 small mb-2 url-problem") for p in problems]
 
@@ -173,12 +184,7 @@ def download_csv(n_clicks: int | None, spec: dict[str, Any]):
 def register(app: Dash) -> None:
     """Register the shell callbacks on app."""
     app.callback(
-        Output(controls.URL, "search"),
-        Output(controls.FILTER_STATE, "data"),
-        Output(controls.NAV_QUERY, "data"),
-        Output(controls.URL_ALERT, "children"),
-        *[Output(cid, prop) for cid, prop in FILTER_INPUTS],
-        *[Output(cid, prop) for cid, prop in OPTION_OUTPUTS],
+        *[Output(cid, prop) for cid, prop in SYNC_OUTPUTS],
         Input(controls.URL, "search"),
         Input(controls.FILTER_RESET, "n_clicks"),
         *[Input(cid, prop) for cid, prop in FILTER_INPUTS],

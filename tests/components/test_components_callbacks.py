@@ -33,14 +33,7 @@ def pages(dash_app):
     )
 
 
-SYNC_OUTPUTS = [
-    ("url", "search"),
-    ("filter-state", "data"),
-    ("nav-query", "data"),
-    ("url-alert", "children"),
-    *callbacks.FILTER_INPUTS,
-    *callbacks.OPTION_OUTPUTS,
-]
+SYNC_OUTPUTS = callbacks.SYNC_OUTPUTS
 SYNC_OUTPUT = ".." + "...".join(f"{i}.{p}" for i, p in SYNC_OUTPUTS) + ".."
 
 

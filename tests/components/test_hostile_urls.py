@@ -59,13 +59,7 @@ def _render_all(ui, path: str, search: str) -> None:
         assert ui.figure(spec) is not None
 
 
-SYNC_OUTPUTS = [
-    (controls.URL, "search"),
-    (controls.FILTER_STATE, "data"),
-    (controls.URL_ALERT, "children"),
-    *callbacks.FILTER_INPUTS,
-    *callbacks.OPTION_OUTPUTS,
-]
+SYNC_OUTPUTS = callbacks.SYNC_OUTPUTS
 SYNC_OUTPUT = ".." + "...".join(f"{i}.{p}" for i, p in SYNC_OUTPUTS) + ".."
 
 
