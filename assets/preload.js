@@ -16,8 +16,10 @@
     if (typeof url !== "string" || method !== "GET") {
       return null;
     }
-    var path = new URL(url, window.location.href).pathname;
-    return Object.prototype.hasOwnProperty.call(kept, path) ? path : null;
+    var target = new URL(url, window.location.href);
+    var path = target.pathname;
+    var same = target.origin === window.location.origin && !target.search;
+    return same && Object.prototype.hasOwnProperty.call(kept, path) ? path : null;
   }
 
   window.fetch = function (resource, init) {

@@ -397,6 +397,14 @@ class WorkerPeaks:
         return self.peaks
 
 
+def positive(text: str) -> int:
+    """A whole number of at least 1, for argparse."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def parse_args() -> argparse.Namespace:
     """Command-line options."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -404,7 +412,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--work", type=Path, default=REPO / "data" / "scale", help="where bench/scale.py built helios-Nx")
     p.add_argument("--links", default="emulated,loopback", help="comma-separated: emulated, loopback")
     p.add_argument("--pages", help="comma-separated page labels to visit (/cluster, job, ...); all when absent")
-    p.add_argument("--rounds", type=int, default=1, help="visit every page this many times; report the median")
+    p.add_argument(
+        "--rounds", type=positive, default=1, help="visit every page this many times (at least 1); report the median"
+    )
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     return p.parse_args()
 

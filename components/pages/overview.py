@@ -130,12 +130,13 @@ def laid_out(state: dict[str, Any]):
     try:
         cards = access.derived_if_cached("overview_cards", state)
         summary = access.query_if_cached("cluster_summary", state)
-        means = access.derived_if_cached("overview_utilization", state)
+        caps = access.dataset_capabilities(state["dataset"])
+        # a trace without utilisation shows "not in this trace" in its place: nothing to wait for
+        means = {} if caps["features"]["utilisation"] else access.derived_if_cached("overview_utilization", state)
     except access.USER_ERRORS:
         return None  # the callback says what is wrong
     if cards is None or summary is None or means is None or cards.is_empty():
         return None
-    caps = access.dataset_capabilities(state["dataset"])
     return card_row(cards, caps, means), *summary_table(summary)
 
 
@@ -207,7 +208,7 @@ def summary_table(summary: pl.DataFrame) -> tuple[list[dict[str, Any]], list[dic
 
 
 def fill_utilization(_cards: Any, state: dict[str, Any]) -> list[str]:
-    """Fill each card's mean utilisation once the cards are drawn (it needs the slower per-minute series)."""
+    """Fill each card's mean utilisation once the cards are drawn (it needs the slower hourly utilisation series)."""
     ids = [o["id"]["cluster"] for o in ctx.outputs_list]
     try:
         means = mean_utilization(state)
