@@ -355,17 +355,17 @@ def figure_request(spec: dict[str, Any]) -> dict[str, Any]:
     """The request body the browser posts to /_dash-update-component for a shown card's figure."""
     slot, want = ({"type": t, "name": spec["name"]} for t in (SLOT, WANT))
     return {
-        "output": json.dumps({"name": ["MATCH"], "type": SLOT}, separators=(",", ":")) + ".children",
+        "output": dash_id({"name": ["MATCH"], "type": SLOT}) + ".children",
         "outputs": {"id": slot, "property": "children"},
         "inputs": [{"id": want, "property": "data", "value": spec}],
         "state": [],
-        "changedPropIds": [json.dumps(want, separators=(",", ":")) + ".data"],
+        "changedPropIds": [dash_id(want) + ".data"],
     }
 
 
 def figure_of(response: dict[str, Any], name: str) -> dict[str, Any]:
     """The figure in the response to figure_request (the Graph its slot is filled with)."""
-    slot = json.dumps({"name": name, "type": SLOT}, separators=(",", ":"))
+    slot = dash_id({"name": name, "type": SLOT})
     return response["response"][slot]["children"]["props"]["figure"]
 
 
