@@ -39,6 +39,9 @@ def create_app(settings: Settings | None = None) -> Dash:
         pages_folder="components/pages",
         title="Helios Dashboard",
         update_title=None,
+        # Dash's renderer checks callback ids against a validation layout sent in every page's HTML, and only its dev
+        # tools show what it finds: tests/components/test_callback_ids.py makes that check once, in the suite.
+        suppress_callback_exceptions=True,
         assets_path_ignore=[transfer.VENDOR_DIR],  # loaded on demand (components/server/transfer.py), not by the page
         meta_tags=[{"name": "viewport", "content": "width=device-width, initial-scale=1"}],
         background_callback_manager=background_manager(settings),
@@ -46,6 +49,7 @@ def create_app(settings: Settings | None = None) -> Dash:
     app.server.config["HELIOS_SETTINGS"] = settings
     query_cache.init_cache(app.server, settings)
     app.layout = shell.layout
+    app.requested_layout = shell.requested_layout
     callbacks.register(app)
     # Dash imports every module of components/pages; each page that owns callbacks registers them here.
     for page in dash.page_registry.values():
@@ -63,7 +67,6 @@ def create_app(settings: Settings | None = None) -> Dash:
     install_heartbeats(app.server)
     install_page_status(app.server, app.config.routes_pathname_prefix)
     run_first_request_setup(app.server)
-    app.validation_layout = shell.id_skeleton(app.validation_layout)
     install_allowed_hosts(app.server, settings.host_names)  # last: it wraps every other layer
     return app
 

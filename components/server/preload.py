@@ -1,13 +1,23 @@
 """Dash's first two requests answered inside the page: every page's HTML carries the answers its browser would fetch
-next, the shell's layout (`_dash-layout`, for this request's reader) and the callback list (`_dash-dependencies`), as
-JSON data blocks that assets/preload.js hands to Dash's renderer instead of fetching them — one round trip fewer before
-anything is drawn (40 ms over the office link bench/pages.py emulates; more across a VPN)."""
+next, the layout (`_dash-layout`) and the callback list (`_dash-dependencies`), as JSON data blocks that
+assets/preload.js hands to Dash's renderer instead of fetching them — one round trip fewer before anything is drawn
+(40 ms over the office link bench/pages.py emulates; more across a VPN). The layout is the one laid out for the page's
+URL (the app's requested_layout) when there is one: the callbacks that would fill the shell on load (the pages
+router, the filter bar's) have nothing left to do, and the page's own callbacks go out at once — another round trip
+and a redraw fewer."""
 
 from __future__ import annotations
 
 import html
+import logging
+from collections.abc import Callable
 
+import flask
 from dash import Dash
+from dash.development.base_component import Component
+from plotly.io.json import to_json_plotly
+
+log = logging.getLogger(__name__)
 
 PRELOAD_ATTR = "data-helios-preload"  # on each data block: the URL path whose answer it holds
 ENDPOINTS: tuple[str, ...] = ("_dash-layout", "_dash-dependencies")
@@ -16,7 +26,10 @@ JSON_IN_HTML = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\
 
 
 class PreloadingDash(Dash):
-    """Dash whose page HTML carries the answers to `_dash-layout` and `_dash-dependencies` (see the module)."""
+    """Dash whose page HTML carries the answers to `_dash-layout` and `_dash-dependencies` (see the module); set
+    requested_layout to lay each page out for its URL (pathname, search) in its HTML."""
+
+    requested_layout: Callable[[str, str], Component] | None = None
 
     def interpolate_index(self, **parts: str) -> str:
         """Dash's page HTML with the preloaded answers after its config block."""
@@ -25,10 +38,34 @@ class PreloadingDash(Dash):
 
 def preload_html(app: Dash) -> str:
     """The data blocks of this request's `_dash-layout` and `_dash-dependencies` answers, as Dash serves them."""
-    answers = {"_dash-layout": app.serve_layout(), "_dash-dependencies": app.dependencies()}
+    answers = {"_dash-layout": layout_json(app), "_dash-dependencies": app.dependencies().get_data(as_text=True)}
     prefix = app.config.requests_pathname_prefix
     return "".join(
         f'<script type="application/json" {PRELOAD_ATTR}="{html.escape(prefix + name)}">'
-        f"{answers[name].get_data(as_text=True).translate(JSON_IN_HTML)}</script>"
+        f"{answers[name].translate(JSON_IN_HTML)}</script>"
         for name in ENDPOINTS
     )
+
+
+def layout_json(app: Dash) -> str:
+    """The layout for this page request as JSON: laid out for its URL, or the shell `_dash-layout` serves when the
+    server cannot tell the URL as the browser has it or laying it out fails (the browser's callbacks then fill it)."""
+    url = browser_url(app)
+    requested = getattr(app, "requested_layout", None)
+    if url and requested:
+        try:
+            return to_json_plotly(requested(*url))
+        except Exception:  # the pages router, run by the browser on the shell, reports it as it always has
+            log.exception("laying out %s for its HTML failed; serving the bare shell", url[0][:200])
+    return app.serve_layout().get_data(as_text=True)
+
+
+def browser_url(app: Dash) -> tuple[str, str] | None:
+    """This request's pathname and search as the browser's location has them (the request line's own text, moved
+    from the routes prefix to the requests prefix), or None when the request line does not give them."""
+    raw = flask.request.environ.get("RAW_URI", "")
+    path, _, query = raw.partition("?")
+    routes = app.config.routes_pathname_prefix
+    if not path.startswith(routes):
+        return None
+    return app.config.requests_pathname_prefix + path[len(routes) :], f"?{query}" if query else ""

@@ -101,6 +101,12 @@ def controls_to_state(values: list, trigger: Any = None) -> tuple[dict[str, Any]
     return state, [p.replace("URL parameter", "filter") for p in problems]
 
 
+WANT_JS = """function (spec, shown) {
+    if (!shown || !spec || spec[%(drawn)s]) { return window.dash_clientside.no_update; }
+    if (!(%(viewport)s in spec)) { return spec; }
+    return Object.assign({}, spec, {%(viewport)s: Math.round(window.innerWidth)});
+}"""  # a shown card's spec, to be drawn by the server, unless laid out with its figure
+
 # sync_url's outputs, in the order it returns them
 SYNC_OUTPUTS = (
     (controls.URL, "search"),
@@ -116,16 +122,24 @@ def _alerts(problems: list[str]) -> list:
     return [dbc.Alert(p, color="warning", className="py-1 small mb-2 url-problem") for p in problems]
 
 
+def url_answer(search: str | None) -> tuple:
+    """sync_url's answer to a URL's query string (the URL unchanged): its filter state in the bar and stores, the
+    drop-down options, a note naming each parameter that cannot be used."""
+    state, problems, _ = access.read_params(query_params(search))
+    shown = state_to_controls(state)
+    options = filter_options(state["dataset"], state["clusters"])
+    return (no_update, state, to_query(state), _alerts(problems), *shown, *options)
+
+
 def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tuple:
     """Keep URL and filter bar in step, sending drop-down options with the values they must contain; every value
     the URL or the bar gives that cannot be used is named in a note."""
-    names = access.dataset_names()
     trigger = ctx.triggered_id
-    url, alert, show = no_update, [], True
     if trigger in (None, controls.URL):
-        state, problems, _ = access.read_params(query_params(search))
-        alert = _alerts(problems)
-    elif trigger == controls.FILTER_RESET:
+        return url_answer(search)
+    names = access.dataset_names()
+    alert, show = [], True
+    if trigger == controls.FILTER_RESET:
         state = empty_state(values[0] or access.default_dataset(names))
     elif trigger == controls.DATASET:
         state = empty_state(controls_to_state(list(values))[0]["dataset"])
@@ -133,10 +147,9 @@ def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tupl
         state, problems = controls_to_state(list(values), trigger)
         show = bool(problems) or trigger in (controls.RANGE, controls.DATES)
         alert = _alerts(problems)
-    if trigger not in (None, controls.URL):
-        url = to_query(state, page_params(search))
     shown = state_to_controls(state) if show else [no_update] * len(FILTER_INPUTS)
-    return (url, state, to_query(state), alert, *shown, *filter_options(state["dataset"], state["clusters"]))
+    options = filter_options(state["dataset"], state["clusters"])
+    return (to_query(state, page_params(search)), state, to_query(state), alert, *shown, *options)
 
 
 def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
@@ -183,11 +196,14 @@ def download_csv(n_clicks: int | None, spec: dict[str, Any]):
 
 def register(app: Dash) -> None:
     """Register the shell callbacks on app."""
+    # No initial call, as Dash's pages router: a page's HTML is laid out with their answers to its URL
+    # (layout.requested_layout); on the bare shell, the Location reads the URL as it mounts, which calls them.
     app.callback(
         *[Output(cid, prop) for cid, prop in SYNC_OUTPUTS],
         Input(controls.URL, "search"),
         Input(controls.FILTER_RESET, "n_clicks"),
         *[Input(cid, prop) for cid, prop in FILTER_INPUTS],
+        prevent_initial_call=True,
     )(sync_url)
     # The links are set in the browser from the query string the filter callback sends: no request of their own.
     links = [controls.nav_link_id(label) for _, label in controls.pages()]
@@ -198,7 +214,9 @@ def register(app: Dash) -> None:
         Input(controls.NAV_QUERY, "data"),
         Input(controls.URL, "pathname"),
     )
-    app.callback(Output(controls.FILTER_BAR, "style"), Input(controls.URL, "pathname"))(controls.filter_bar_style)
+    app.callback(Output(controls.FILTER_BAR, "style"), Input(controls.URL, "pathname"), prevent_initial_call=True)(
+        controls.filter_bar_style
+    )
     # Filters start folded on phones (< 768 px wide) and open elsewhere; the button toggles them.
     app.clientside_callback(
         "function(n, isOpen) { return n ? !isOpen : window.innerWidth >= 768; }",
@@ -207,10 +225,11 @@ def register(app: Dash) -> None:
         State(controls.FILTER_COLLAPSE, "is_open"),
     )
     # A card's figure is asked for once it is shown, unless it was laid out with it: decided in the browser, so
-    # that cards below the first screen and cards drawn from the cache send no request.
+    # that cards below the first screen and cards drawn from the cache send no request. A chart thinned to the
+    # reader's width is asked for at the viewport's width now (a page's HTML is laid out before the first visit's
+    # viewport cookie exists).
     app.clientside_callback(
-        f"function (spec, shown) {{ return shown && spec && !spec[{json.dumps(charts.DRAWN)}] ? spec "
-        ": window.dash_clientside.no_update; }",
+        WANT_JS % {"drawn": json.dumps(charts.DRAWN), "viewport": json.dumps(charts.VIEWPORT)},
         Output({"type": controls.WANT, "name": MATCH}, "data"),
         Input({"type": controls.SPEC, "name": MATCH}, "data"),
         Input({"type": controls.SHOWN, "name": MATCH}, "data"),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlencode
 
@@ -57,6 +58,7 @@ LAZY_SHOWN = "lazy-shown"
 LAZY_BODY = "lazy-body"
 CSV_BUTTON = "csv-button"
 CSV_DOWNLOAD = "csv-download"
+NO_FIGURES = "helios_layout_without_figures"  # flask.g flag while a page's HTML is laid out (layout_without_figures)
 
 KIND_LABELS = {"all": "All jobs", "gpu": "GPU jobs", "cpu": "CPU jobs"}
 KIND_OPTIONS = [{"label": KIND_LABELS[kind], "value": kind} for kind in JOB_KINDS]
@@ -242,6 +244,18 @@ def figure_graph(name: str, figure: dict[str, Any] | None = None) -> dcc.Graph:
     )
 
 
+@contextmanager
+def layout_without_figures() -> Iterator[None]:
+    """Within it, eager figure cards are laid out without their cached figure (they ask for it at once), as in a
+    page's HTML, which carries layout, not data."""
+    before = flask.g.get(NO_FIGURES, False)
+    setattr(flask.g, NO_FIGURES, True)
+    try:
+        yield
+    finally:
+        setattr(flask.g, NO_FIGURES, before)
+
+
 def viewport_px() -> int:
     """The width class of the reader's viewport (the cookie assets/viewport.js sets), bounded; the default without."""
     cookie = flask.request.cookies.get(decimate.VIEWPORT_COOKIE) if flask.has_request_context() else None
@@ -258,7 +272,8 @@ def figure_card(
     missing = _not_in_trace(spec)
     if charts.thins(name):
         spec[charts.VIEWPORT] = viewport_px()
-    figure = None if lazy else charts.cached_figure(spec)
+    laid_out = not lazy and not (flask.has_request_context() and flask.g.get(NO_FIGURES, False))
+    figure = charts.cached_figure(spec) if laid_out else None
     if figure is not None:
         spec[charts.DRAWN] = True
     shown_id = {"type": SHOWN, "name": name}

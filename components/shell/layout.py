@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import dcc, html
+from dash import _pages, dcc, html, no_update
 from dash.development.base_component import Component
 from flask import has_request_context
 
 from analytics.filters import empty_state, flat_params, to_query
 from analytics.store import DatasetError
 from components.datasets import access
-from components.shell import controls
+from components.shell import callbacks, controls
+
+# the ids of dash.page_container's parts (Dash's pages router reads the Location and fills the content and store)
+PAGES_LOCATION, PAGES_CONTENT, PAGES_STORE = "_pages_location", "_pages_content", "_pages_store"
+NOT_FOUND_MODULE = "not_found_404"  # the page module Dash's router shows for a path no page has
 
 
 def page_layout(
@@ -74,7 +79,7 @@ def layout() -> html.Div:
                 [
                     controls.filter_bar(state, names),
                     html.Div(id=controls.URL_ALERT),
-                    dash.page_container,
+                    copy.deepcopy(dash.page_container),  # its own copy: requested_layout fills it in
                 ],
                 fluid=True,
                 className="pb-4",
@@ -83,13 +88,41 @@ def layout() -> html.Div:
     )
 
 
-def id_skeleton(layout: Component) -> dict[str, Any]:
-    """Every component of layout that has an id, bare (no other props, no children: no figures, store data or rows):
-    all that the browser checks callbacks against, as Dash's validation layout, which every page's HTML carries."""
-    nodes = [layout, *layout._traverse()]
-    bare = [
-        {"type": n._type, "namespace": n._namespace, "props": {"id": n.id}}
-        for n in nodes
-        if getattr(n, "id", None) is not None
-    ]
-    return {"type": "Div", "namespace": "dash_html_components", "props": {"children": bare}}
+def requested_layout(pathname: str, search: str) -> html.Div:
+    """The shell as the callbacks that run on load would leave it for a page URL (pathname and search as the browser
+    has them): filter bar and stores from the query string, the page's content and title, both Locations holding the
+    URL so that none of those callbacks runs in the browser; eager cards are laid out without their figure (the page's
+    HTML carries layout, not data)."""
+    with controls.layout_without_figures():
+        content, title = page_content(pathname, search)
+        answers = {
+            **dict(zip(callbacks.SYNC_OUTPUTS, callbacks.url_answer(search), strict=True)),
+            (controls.FILTER_BAR, "style"): controls.filter_bar_style(pathname),
+            (controls.URL, "pathname"): pathname,
+            (controls.URL, "search"): search,
+            (PAGES_LOCATION, "pathname"): pathname,
+            (PAGES_LOCATION, "search"): search,
+            (PAGES_CONTENT, "children"): content,
+            (PAGES_STORE, "data"): {"title": title},
+        }
+    return with_props(layout(), {key: value for key, value in answers.items() if value is not no_update})
+
+
+def page_content(pathname: str, search: str) -> tuple[Any, str]:
+    """The content and title Dash's pages router gives a URL: the page whose path (or path template) matches, called
+    with its path variables and query parameters, or the not-found page."""
+    page, path_variables = _pages._path_to_page(dash.strip_relative_path(pathname))
+    if not page:
+        page = next(p for p in dash.page_registry.values() if p["module"].split(".")[-1] == NOT_FOUND_MODULE)
+    content, title = page.get("layout", ""), page["title"]
+    if callable(content):
+        content = content(**{**(path_variables or {}), **_pages._parse_query_string(search)})
+    return content, title(**(path_variables or {})) if callable(title) else title
+
+
+def with_props(root: Component, props: dict[tuple[str, str], Any]) -> Component:
+    """root with each (component id, prop name) of props set to its value."""
+    by_id = {node.id: node for node in [root, *root._traverse()] if isinstance(getattr(node, "id", None), str)}
+    for (cid, prop), value in props.items():
+        setattr(by_id[cid], prop, value)
+    return root

@@ -309,11 +309,11 @@ def test_the_browser_gets_compressed_answers_and_keeps_versioned_bundles_a_year(
         _drawn(tab, server_url + "/cluster")
         rows = list(seen.values())
         page = next(r for r in rows if r["url"] == server_url + "/cluster")
-        # The utilisation figure's answer: its own callback's, or the page content's when the server had it cached
-        # (an eager card is then laid out with its figure).
+        # The utilisation figure's answer (a page's HTML lays its cards out without their figures)
         asked = [r for r in rows if CALLBACK_PATH in r["url"]]
-        own = [r for r in asked if controls.WANT in r.get("asked", "") and '"utilization"' in r["asked"]]
-        callback = (own or [r for r in asked if "_pages_content" in r.get("asked", "")])[0]
+        callback = next(
+            r for r in asked if controls.WANT in r.get("asked", "") and '"utilization"' in r.get("asked", "")
+        )
         plotly = next(r for r in rows if transfer.PLOTLY_BUNDLE in r["url"])
         for answer in (page, callback, plotly):
             assert answer["headers"].get("content-encoding") in ("br", "gzip"), answer["url"]
@@ -321,8 +321,12 @@ def test_the_browser_gets_compressed_answers_and_keeps_versioned_bundles_a_year(
         assert not any(r["url"].split("?")[0].endswith("plotly.min.js") for r in rows)  # the partial bundle instead
         bundles = [r for r in rows if transfer.SUITES in r["url"] and r["status"] == 200] + [plotly]
         assert len(bundles) > 5 and all(r["headers"]["cache-control"] == transfer.IMMUTABLE for r in bundles)
-        # Dash's layout and callback list came inside the page (components/server/preload.py), not by a request
+        # Dash's layout and callback list came inside the page (components/server/preload.py), not by a request,
+        # the layout laid out for the page's URL: neither the pages router nor the filter bar's callback was asked
         assert not [r["url"] for r in rows if r["url"].split("?")[0].endswith(("/_dash-layout", "/_dash-dependencies"))]
+        assert asked and not [
+            r for r in asked if "_pages_content" in r.get("asked", "") or "filter-state" in r.get("asked", "")
+        ]
         assert page["headers"]["cache-control"] == callback["headers"]["cache-control"] == "no-store"
         static = {r["url"] for r in rows if transfer.SUITES in r["url"] or transfer.ASSETS in r["url"]}
         seen.clear()
