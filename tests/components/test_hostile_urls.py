@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import urlencode
 
 import pytest
@@ -50,8 +51,16 @@ def _search(params: dict[str, str]) -> str:
     return "?" + urlencode(params)
 
 
+PRELOADED_LAYOUT = re.compile(r'data-helios-preload="/_dash-layout">(.*?)</script>', re.S)
+
+
 def _render_all(ui, path: str, search: str) -> None:
-    """Render a page, sync its filter bar from the URL and draw every figure card it holds."""
+    """Render a page (its HTML, laid out for the URL, and the router's answer), sync its filter bar from the URL and
+    draw every figure card it holds."""
+    page = ui.client.get(path + search)
+    assert page.status_code == 200
+    preloaded = json.loads(PRELOADED_LAYOUT.search(page.get_data(as_text=True)).group(1))
+    assert ui.find(preloaded, "_pages_content")["children"] is not None  # laid out, not the bare shell
     layout = ui.page(path, search)
     assert layout is not None
     _sync_from_url(ui, search)
