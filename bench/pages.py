@@ -10,8 +10,10 @@ card and table of a page is in view and drawn. Per link (CDP network throttling:
 40 ms round trip; or plain loopback), on an emptied server query cache:
 
 - every page of the navigation, a job page and a filtered view (`/cluster?cluster=Saturn`, answered from that
-  cluster's rollups): a first visit in a new browser profile (empty cache), then a revisit (a new page load, warm
-  cache), each timed from the navigation's start until every chart and table is drawn and nothing is loading;
+  cluster's rollups): a first visit in a new browser profile (empty cache; the server's query cache empty too), then
+  a revisit (a new page load, warm cache), then another first visit in a new profile with the server's cache now
+  warm (a colleague opening a page someone opened before: "first-warm"), each timed from the navigation's start until
+  every chart and table is drawn and nothing is loading;
 - a new filter: on `/cluster`, already drawn, the cluster drop-down set to another cluster, timed until every chart
   has been drawn again with the new data.
 
@@ -20,8 +22,8 @@ median round's, every round's seconds printed beside it: a shared machine's spee
 saves. For each it prints the seconds, the bytes on the wire (CDP encodedDataLength: bodies as sent, headers included),
 the requests made and those answered from the browser's cache, and the largest answer (its wire and decoded bytes);
 then the page HTML's size, each worker's peak memory and the verdict against the budgets (emulated link only):
-first visit <= 1.5 s, revisit <= 0.5 s, new filter <= 1.0 s at 1x and <= 2.0 s at 10x, and the largest data answer
-(a figure) of every page <= 150 KB on the wire.
+first visit (both kinds) <= 1.5 s, revisit <= 0.5 s, new filter <= 1.0 s at 1x and <= 2.0 s at 10x, and the
+largest data answer (a figure) of every page <= 150 KB on the wire.
 """
 
 from __future__ import annotations
@@ -66,10 +68,11 @@ LINKS: dict[str, dict[str, Any] | None] = {
     "loopback": None,
 }
 BUDGETS_S: dict[int, dict[str, float]] = {
-    1: {"first": 1.5, "revisit": 0.5, "filter": 1.0},
-    10: {"first": 1.5, "revisit": 0.5, "filter": 2.0},
+    1: {"first": 1.5, "first-warm": 1.5, "revisit": 0.5, "filter": 1.0},
+    10: {"first": 1.5, "first-warm": 1.5, "revisit": 0.5, "filter": 2.0},
 }
 CALLBACK_PATH = "/_dash-update-component"  # a data answer: a figure, a table, a layout
+MEASURES = ("first", "first-warm", "revisit", "filter")  # a page row's timed loads, in the order printed
 DATA_ANSWER_BUDGET_BYTES = 150_000  # on the wire: each figure's answer, compressed
 # The issue's measurements of the code before this work (1x, loopback, 1440 x 5000, every chart drawn).
 TODAY = {"/cluster": {"first_s": 3.2, "revisit_s": 1.6, "first_bytes": 10.5e6, "html_bytes": 1.35e6}}
@@ -277,7 +280,8 @@ def run_link(
 
 
 def visit(browser, server: scale.Server, link: str, page: tuple[str, str, str, str]) -> dict:
-    """One page's first visit and revisit in a new browser profile (and the new filter on /cluster): its row."""
+    """One page's first visit and revisit in a new browser profile (and the new filter on /cluster), then a first
+    visit in another new profile, the server's cache warm: its row."""
     label, address, title, kind = page
     context = browser.new_context(viewport=VIEWPORT)
     tab, cdp = open_tab(context, link)
@@ -287,6 +291,9 @@ def visit(browser, server: scale.Server, link: str, page: tuple[str, str, str, s
     if label == "/cluster":
         row["filter"] = new_filter(tab, cdp)
     context.close()
+    context = browser.new_context(viewport=VIEWPORT)
+    row["first-warm"] = timed_load(*open_tab(context, link), server.url + address, title, kind)
+    context.close()
     return row
 
 
@@ -294,7 +301,7 @@ def median_row(visits: list[dict]) -> dict:
     """One page's row from its rounds: each figure the median round's (the lower middle one of an even count), with
     every round's seconds."""
     row = dict(visits[0])
-    for what in ("first", "revisit", "filter"):
+    for what in MEASURES:
         if what in row:
             ordered = sorted((v[what] for v in visits), key=lambda got: got["seconds"])
             row[what] = {**ordered[(len(ordered) - 1) // 2], "rounds_s": [v[what]["seconds"] for v in visits]}
@@ -308,7 +315,7 @@ def mb(n: float) -> str:
 
 def print_row(row: dict) -> None:
     """One page's figures on a line each."""
-    for what in ("first", "revisit", "filter"):
+    for what in MEASURES:
         got = row.get(what)
         if not got:
             continue
@@ -317,11 +324,11 @@ def print_row(row: dict) -> None:
         rounds = got.get("rounds_s", [])
         if len(rounds) > 1:
             scale.say(
-                f"  {row['link']:8} {label:34} {what:7} median of {len(rounds)} rounds: {min(rounds):.2f}–"
+                f"  {row['link']:8} {label:34} {what:10} median of {len(rounds)} rounds: {min(rounds):.2f}–"
                 f"{max(rounds):.2f} s ({', '.join(f'{r:.2f}' for r in rounds)})"
             )
         scale.say(
-            f"  {row['link']:8} {label:34} {what:7} {got['seconds']:6.2f} s  {mb(got['wire_bytes'])} on the wire, "
+            f"  {row['link']:8} {label:34} {what:10} {got['seconds']:6.2f} s  {mb(got['wire_bytes'])} on the wire, "
             f"{got['requests']:3d} requests ({got['cached']:3d} from cache); largest {big['wire'] / 1e3:7.1f} KB "
             f"({big['decoded'] / 1e3:7.1f} KB decoded, {big['encoding'] or 'identity'}) {short(big['url'])}"
             f"  ({row['load']})"
@@ -354,13 +361,14 @@ def verdict(rows: list[dict], factor: int) -> bool:
     for row in rows:
         if row["link"] != "emulated":
             continue
-        for what in ("first", "revisit", "filter"):
+        for what in MEASURES:
             if what in row:
                 seconds, limit = row[what]["seconds"], budgets[what]
                 ok &= seconds <= limit
                 mark = "OK" if seconds <= limit else "OVER"
-                scale.say(f"  {row['page']:34} {what:7} {seconds:5.2f} s / {limit:.1f} s  {seconds / limit:.2f} {mark}")
-        data = max(row[w]["largest_data"]["wire"] for w in ("first", "revisit", "filter") if w in row)
+                ratio = f"{seconds / limit:.2f} {mark}"
+                scale.say(f"  {row['page']:34} {what:10} {seconds:5.2f} s / {limit:.1f} s  {ratio}")
+        data = max(row[w]["largest_data"]["wire"] for w in MEASURES if w in row)
         ok &= data <= DATA_ANSWER_BUDGET_BYTES
         mark = "OK" if data <= DATA_ANSWER_BUDGET_BYTES else "OVER"
         scale.say(f"  {row['page']:34} largest data answer {data / 1e3:6.1f} KB / 150 KB  {mark}")
