@@ -116,8 +116,8 @@ def fill_board(state: dict[str, Any]):
 # (which Dash reports as an input of this callback) costs no request.
 OPEN_USER_JS = """function (cell) {
     var name = cell && cell.colId === "user" ? cell.value : null;
-    return name ? [name] : window.dash_clientside.no_update;
-}"""
+    return name ? [[name], [name]] : [window.dash_clientside.no_update, window.dash_clientside.no_update];
+}"""  # the user drop-down's value and its choices (it holds only chosen and searched users; a value must be a choice)
 
 
 def register_callbacks(app: Dash) -> None:
@@ -126,6 +126,7 @@ def register_callbacks(app: Dash) -> None:
     app.clientside_callback(
         OPEN_USER_JS,
         Output(controls.USERS, "value", allow_duplicate=True),
+        Output(controls.USERS, "options", allow_duplicate=True),
         Input(BOARD, "cellClicked", allow_optional=True),  # the leaderboard is built once it scrolls into view
         prevent_initial_call=True,
     )

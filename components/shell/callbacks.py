@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from typing import Any
@@ -107,6 +108,9 @@ WANT_JS = """function (spec, shown) {
     return Object.assign({}, spec, {%(viewport)s: Math.round(window.innerWidth)});
 }"""  # a shown card's spec, to be drawn by the server, unless laid out with its figure
 
+MAX_USER_MATCHES = 50  # users the user drop-down offers per search, besides the chosen ones
+USER_SEARCH_CHARS = 100  # of what the reader types in it
+
 # sync_url's outputs, in the order it returns them
 SYNC_OUTPUTS = (
     (controls.URL, "search"),
@@ -127,7 +131,7 @@ def url_answer(search: str | None) -> tuple:
     drop-down options, a note naming each parameter that cannot be used."""
     state, problems, _ = access.read_params(query_params(search))
     shown = state_to_controls(state)
-    options = filter_options(state["dataset"], state["clusters"])
+    options = filter_options(state["dataset"], state["clusters"], state["users"])
     return (no_update, state, to_query(state), _alerts(problems), *shown, *options)
 
 
@@ -148,13 +152,14 @@ def sync_url(search: str | None, reset_clicks: int | None, *values: Any) -> tupl
         show = bool(problems) or trigger in (controls.RANGE, controls.DATES)
         alert = _alerts(problems)
     shown = state_to_controls(state) if show else [no_update] * len(FILTER_INPUTS)
-    options = filter_options(state["dataset"], state["clusters"])
+    options = filter_options(state["dataset"], state["clusters"], state["users"])
     return (to_query(state, page_params(search)), state, to_query(state), alert, *shown, *options)
 
 
-def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
-    """The choices of the cluster, VC and user drop-downs, the date bounds and the time modes for a dataset (running
-    disabled, saying why, on a dataset without start times)."""
+def filter_options(dataset: str | None, clusters: list[str] | None, users: list[str] | None = None) -> tuple:
+    """The choices of the cluster, VC and user drop-downs (of users, the chosen ones: the others are found by a search,
+    search_users), the date bounds and the time modes for a dataset (running disabled, saying why, on a dataset
+    without start times)."""
     if not dataset:
         return [], [], [], None, None, controls.TIME_OPTIONS
     try:
@@ -165,7 +170,34 @@ def filter_options(dataset: str | None, clusters: list[str] | None) -> tuple:
         return [], [], [], None, None, controls.TIME_OPTIONS
     chosen = set(clusters or [])
     vcs = sorted({vc for c, vc in opts["cluster_vcs"] if not chosen or c in chosen})
-    return opts["clusters"], vcs, opts["users"], first, last, controls.time_options(no_running)
+    picked = user_matches(opts["users"], "", users)
+    return opts["clusters"], vcs, picked, first, last, controls.time_options(no_running)
+
+
+def user_matches(names: list[str], search: str, chosen: Any) -> list[str]:
+    """The chosen users that are among names (the first MAX_USER_MATCHES), then up to MAX_USER_MATCHES others whose
+    name contains search (in any case; none for an empty search)."""
+    known = set(names)
+    listed = chosen[:MAX_USER_MATCHES] if isinstance(chosen, list) else []
+    picked = list(dict.fromkeys(u for u in listed if isinstance(u, str) and u in known))
+    needle = search.strip().casefold()[:USER_SEARCH_CHARS]
+    if not needle:
+        return picked
+    found = (n for n in names if needle in n.casefold() and n not in picked)
+    return picked + list(itertools.islice(found, MAX_USER_MATCHES))
+
+
+def search_users(search: Any, chosen: Any, state: Any):
+    """The user drop-down's choices for what the reader types: the chosen users and the first matches (a dataset's
+    users can be thousands: they are not all sent)."""
+    dataset = state.get("dataset") if isinstance(state, dict) else None
+    if not isinstance(search, str) or not search.strip() or not isinstance(dataset, str):
+        return no_update
+    try:
+        names = access.dataset_options(dataset)["users"]
+    except access.USER_ERRORS:
+        return no_update
+    return user_matches(names, search, chosen)
 
 
 def render_figure(spec: dict[str, Any] | None):
@@ -205,6 +237,13 @@ def register(app: Dash) -> None:
         *[Input(cid, prop) for cid, prop in FILTER_INPUTS],
         prevent_initial_call=True,
     )(sync_url)
+    app.callback(
+        Output(controls.USERS, "options", allow_duplicate=True),
+        Input(controls.USERS, "search_value"),
+        State(controls.USERS, "value"),
+        State(controls.FILTER_STATE, "data"),
+        prevent_initial_call=True,
+    )(search_users)
     # The links are set in the browser from the query string the filter callback sends: no request of their own.
     links = [controls.nav_link_id(label) for _, label in controls.pages()]
     app.clientside_callback(

@@ -204,7 +204,7 @@ def filter_bar(state: dict[str, Any], datasets: list[str]) -> html.Div:
             ),
             _labelled("GPUs ≥", dbc.Input(id=GPU_MIN, type="number", min=0, step=1, debounce=True), narrow),
             _labelled("GPUs ≤", dbc.Input(id=GPU_MAX, type="number", min=0, step=1, debounce=True), narrow),
-            _labelled("User", dcc.Dropdown(id=USERS, multi=True, placeholder="all users"), wide),
+            _labelled("User", dcc.Dropdown(id=USERS, multi=True, placeholder="all users (type to find one)"), wide),
             dbc.Col(
                 dbc.Button("Reset filters", id=FILTER_RESET, color="secondary", outline=True, size="sm"),
                 xs=12,

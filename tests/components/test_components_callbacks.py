@@ -106,11 +106,40 @@ def test_reset_keeps_only_the_dataset(ui):
 
 def test_filter_options_follow_the_dataset_and_chosen_clusters(dash_app):
     with dash_app.server.test_request_context():
-        clusters, vcs, users_, first, last, modes = callbacks.filter_options("helios-synth", ["Venus"])
+        clusters, vcs, users_, first, last, modes = callbacks.filter_options("helios-synth", ["Venus"], ["u003"])
         assert clusters == ["Earth", "Venus"] and vcs == ["vcA", "vcB"]
-        assert len(users_) == 40 and first == "2020-04-01" and last <= "2020-04-22"
+        assert users_ == ["u003"] and first == "2020-04-01" and last <= "2020-04-22"  # users: the chosen ones
         assert not any(m.get("disabled") for m in modes)
         assert callbacks.filter_options("missing", None) == ([], [], [], None, None, controls.TIME_OPTIONS)
+
+
+def _search_users(ui, typed, chosen, dataset="helios-synth"):
+    output = next(d["output"] for d in ui.client.get("/_dash-dependencies").get_json() if "search_value" in str(d))
+    out = ui.callback(
+        output,
+        {"id": controls.USERS, "property": output.split(".", 1)[1]},
+        [{"id": controls.USERS, "property": "search_value", "value": typed}],
+        [
+            {"id": controls.USERS, "property": "value", "value": chosen},
+            {"id": controls.FILTER_STATE, "property": "data", "value": {"dataset": dataset}},
+        ],
+    )
+    return out.get("response", {}).get(controls.USERS, {}).get("options")
+
+
+def test_the_user_drop_down_offers_the_chosen_users_and_the_first_matches_of_what_is_typed(ui):
+    assert _search_users(ui, "U00", ["u017"]) == ["u017", *[f"u00{i}" for i in range(10)]]  # any case
+    assert _search_users(ui, "u0", []) == [f"u{i:03d}" for i in range(40)]  # 40 users, all match
+    assert _search_users(ui, "nobody", ["u001", "x' OR 1=1", 7]) == ["u001"]  # only known chosen users stay
+    assert _search_users(ui, "", ["u001"]) is None  # nothing typed: the choices stay as they are
+    assert _search_users(ui, "u0", [], dataset="../etc") is None  # an unknown dataset: no choices
+
+
+def test_a_search_offers_at_most_max_user_matches_users():
+    names = [f"user{i:05d}" for i in range(5000)]
+    found = callbacks.user_matches(names, "USER", ["user04999"])
+    assert found[0] == "user04999" and len(found) == 1 + callbacks.MAX_USER_MATCHES
+    assert callbacks.user_matches(names, "x" * 10_000, None) == []
 
 
 def test_nav_links_keep_the_filters_and_mark_the_page(dash_app):

@@ -195,3 +195,21 @@ def test_only_unknown_page_addresses_are_404(nav_server, path, status):
     except HTTPError as exc:
         got = exc.code
     assert got == status
+
+
+def test_a_user_is_found_by_typing_in_the_user_drop_down_and_picked_into_the_link(page, nav_server):
+    """The user drop-down is sent only the chosen users (a dataset's users can be thousands); what is typed asks the
+    server for the first matches."""
+    url, _ = nav_server
+    open_settled(page, url + "/jobs?ds=helios-synth")
+    assert page.locator("#f-users").inner_text().strip().startswith("all users")
+    page.locator("#f-users").click()
+    page.keyboard.type("U01")
+    listbox = page.get_by_role("listbox")
+    listbox.get_by_role("option", name="u011", exact=True).wait_for()
+    assert {"u010", "u011"} <= set(listbox.get_by_role("option").all_inner_texts())
+    listbox.get_by_role("option", name="u011", exact=True).click()
+    page.wait_for_url(re.compile(r"[?&]user=u011\b"))
+    settle(page)
+    assert "u011" in page.locator("#f-users").inner_text()
+    assert page.errors == []
