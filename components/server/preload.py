@@ -29,7 +29,7 @@ class PreloadingDash(Dash):
     """Dash whose page HTML carries the answers to `_dash-layout` and `_dash-dependencies` (see the module); set
     requested_layout to lay each page out for its URL (pathname, search) in its HTML."""
 
-    requested_layout: Callable[[str, str], Component] | None = None
+    requested_layout: Callable[[str, str], Component | None] | None = None
 
     def interpolate_index(self, **parts: str) -> str:
         """Dash's page HTML with the preloaded answers after its config block."""
@@ -49,15 +49,17 @@ def preload_html(app: Dash) -> str:
 
 def layout_json(app: Dash) -> str:
     """The layout for this page request as JSON: laid out for its URL, or the shell `_dash-layout` serves when the
-    server cannot tell the URL as the browser has it or laying it out fails (the browser's callbacks then fill it)."""
+    server cannot tell the URL as the browser has it, requested_layout gives none or laying it out fails (the
+    browser's callbacks then fill it)."""
     url = browser_url(app)
     requested = getattr(app, "requested_layout", None)
+    laid_out = None
     if url and requested:
         try:
-            return to_json_plotly(requested(*url))
+            laid_out = requested(*url)
         except Exception:  # the pages router, run by the browser on the shell, reports it as it always has
             log.exception("laying out %s for its HTML failed; serving the bare shell", url[0][:200])
-    return app.serve_layout().get_data(as_text=True)
+    return to_json_plotly(laid_out) if laid_out is not None else app.serve_layout().get_data(as_text=True)
 
 
 def browser_url(app: Dash) -> tuple[str, str] | None:

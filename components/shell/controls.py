@@ -58,7 +58,7 @@ LAZY_SHOWN = "lazy-shown"
 LAZY_BODY = "lazy-body"
 CSV_BUTTON = "csv-button"
 CSV_DOWNLOAD = "csv-download"
-NO_FIGURES = "helios_layout_without_figures"  # flask.g flag while a page's HTML is laid out (layout_without_figures)
+CACHED_FIGURES = "helios_cached_figures"  # flask.g: the list noting_cached_figures gives, while it lasts
 
 KIND_LABELS = {"all": "All jobs", "gpu": "GPU jobs", "cpu": "CPU jobs"}
 KIND_OPTIONS = [{"label": KIND_LABELS[kind], "value": kind} for kind in JOB_KINDS]
@@ -245,15 +245,16 @@ def figure_graph(name: str, figure: dict[str, Any] | None = None) -> dcc.Graph:
 
 
 @contextmanager
-def layout_without_figures() -> Iterator[None]:
-    """Within it, eager figure cards are laid out without their cached figure (they ask for it at once), as in a
-    page's HTML, which carries layout, not data."""
-    before = flask.g.get(NO_FIGURES, False)
-    setattr(flask.g, NO_FIGURES, True)
+def noting_cached_figures() -> Iterator[list[str]]:
+    """Within it, the names of the eager figure cards laid out with their cached figure are added to the list it
+    gives."""
+    noted: list[str] = []
+    before = flask.g.get(CACHED_FIGURES)
+    setattr(flask.g, CACHED_FIGURES, noted)
     try:
-        yield
+        yield noted
     finally:
-        setattr(flask.g, NO_FIGURES, before)
+        setattr(flask.g, CACHED_FIGURES, before)
 
 
 def viewport_px() -> int:
@@ -272,10 +273,12 @@ def figure_card(
     missing = _not_in_trace(spec)
     if charts.thins(name):
         spec[charts.VIEWPORT] = viewport_px()
-    laid_out = not lazy and not (flask.has_request_context() and flask.g.get(NO_FIGURES, False))
-    figure = charts.cached_figure(spec) if laid_out else None
+    figure = None if lazy else charts.cached_figure(spec)
     if figure is not None:
         spec[charts.DRAWN] = True
+        noted = flask.g.get(CACHED_FIGURES) if flask.has_request_context() else None
+        if noted is not None:
+            noted.append(name)
     shown_id = {"type": SHOWN, "name": name}
     slot = html.Div(
         [figure_graph(name, figure)] if figure is not None else [],

@@ -88,23 +88,26 @@ def layout() -> html.Div:
     )
 
 
-def requested_layout(pathname: str, search: str) -> html.Div:
+def requested_layout(pathname: str, search: str) -> html.Div | None:
     """The shell as the callbacks that run on load would leave it for a page URL (pathname and search as the browser
     has them): filter bar and stores from the query string, the page's content and title, both Locations holding the
-    URL so that none of those callbacks runs in the browser; eager cards are laid out without their figure (the page's
-    HTML carries layout, not data)."""
-    with controls.layout_without_figures():
+    URL so that none of those callbacks runs in the browser. None when a first-screen figure of the page is cached:
+    the pages router's answer then brings the content with it in one round trip, and a page's HTML carries layout, not
+    data (measured: a chart page laid out in its HTML, asking for its cached figures, is drawn later)."""
+    with controls.noting_cached_figures() as cached:
         content, title = page_content(pathname, search)
-        answers = {
-            **dict(zip(callbacks.SYNC_OUTPUTS, callbacks.url_answer(search), strict=True)),
-            (controls.FILTER_BAR, "style"): controls.filter_bar_style(pathname),
-            (controls.URL, "pathname"): pathname,
-            (controls.URL, "search"): search,
-            (PAGES_LOCATION, "pathname"): pathname,
-            (PAGES_LOCATION, "search"): search,
-            (PAGES_CONTENT, "children"): content,
-            (PAGES_STORE, "data"): {"title": title},
-        }
+    if cached:
+        return None
+    answers = {
+        **dict(zip(callbacks.SYNC_OUTPUTS, callbacks.url_answer(search), strict=True)),
+        (controls.FILTER_BAR, "style"): controls.filter_bar_style(pathname),
+        (controls.URL, "pathname"): pathname,
+        (controls.URL, "search"): search,
+        (PAGES_LOCATION, "pathname"): pathname,
+        (PAGES_LOCATION, "search"): search,
+        (PAGES_CONTENT, "children"): content,
+        (PAGES_STORE, "data"): {"title": title},
+    }
     return with_props(layout(), {key: value for key, value in answers.items() if value is not no_update})
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from components.server import transfer
 from components.shell import controls
-from tests.components.conftest import graph_specs, post_callback, render_page, walk
+from tests.components.conftest import find, graph_specs, post_callback, render_page, walk
 
 BOTH = {"Accept-Encoding": "gzip, br"}
 PAGE_HTML_BUDGET_BYTES = 150_000
@@ -195,8 +195,9 @@ def test_page_html_carries_no_figures_even_when_they_are_cached_at_start(small_d
         assert len(body.encode()) <= PAGE_HTML_BUDGET_BYTES, path
         layout = json.loads(re.search(r'data-helios-preload="/_dash-layout">(.*?)</script>', body).group(1))
         kinds = [n["props"]["id"]["type"] for n in walk(layout) if isinstance(n["props"].get("id"), dict)]
-        assert controls.SPEC in kinds or path != "/cluster"  # the page is laid out in its HTML ...
-        assert controls.GRAPH not in kinds, path  # ... its cards without their cached figures
+        assert controls.GRAPH not in kinds, path  # no figure: a page whose first-screen figures are cached ...
+        content = find(layout, "_pages_content")["children"]
+        assert (content is None) == (path == "/cluster"), path  # ... gets the bare shell (the router brings them)
         config = json.loads(re.search(r'<script id="_dash-config"[^>]*>(.*?)</script>', body).group(1))
         assert "validation_layout" not in config, path  # tests/components/test_callback_ids.py checks the ids
 
