@@ -96,12 +96,14 @@ def register_callbacks(app: Dash) -> None:
         Input({"type": controls.GRAPH, "name": UTIL}, "relayoutData"),
         prevent_initial_call=True,
     )
+    # the spec the card asked its figure with (at the viewport's width), else the one it was laid out with
     app.callback(
         Output({"type": controls.GRAPH, "name": UTIL}, "figure", allow_duplicate=True),
         Input(ZOOM, "data"),
+        State({"type": controls.WANT, "name": UTIL}, "data"),
         State({"type": controls.SPEC, "name": UTIL}, "data"),
         prevent_initial_call=True,
-    )(zoom_utilization)
+    )(lambda relayout, asked, spec: zoom_utilization(relayout, asked or spec))
     app.clientside_callback(
         DRILL_TO_VC_JS,
         Output(controls.VCS, "value", allow_duplicate=True),

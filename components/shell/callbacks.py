@@ -175,10 +175,10 @@ def filter_options(dataset: str | None, clusters: list[str] | None, users: list[
 
 
 def user_matches(names: list[str], search: str, chosen: Any) -> list[str]:
-    """The chosen users that are among names (the first MAX_USER_MATCHES), then up to MAX_USER_MATCHES others whose
-    name contains search (in any case; none for an empty search)."""
+    """The chosen users that are among names (every one: the drop-down drops a value that is not a choice), then up to
+    MAX_USER_MATCHES others whose name contains search (in any case; none for an empty search)."""
     known = set(names)
-    listed = chosen[:MAX_USER_MATCHES] if isinstance(chosen, list) else []
+    listed = chosen[: len(names)] if isinstance(chosen, list) else []  # no more can be chosen than there are
     picked = list(dict.fromkeys(u for u in listed if isinstance(u, str) and u in known))
     needle = search.strip().casefold()[:USER_SEARCH_CHARS]
     if not needle:

@@ -65,7 +65,8 @@ def dataset_problem(state: dict[str, Any]) -> html.Div | None:
 
 
 def layout() -> html.Div:
-    """The shell around every page; the filter values are filled in from the URL by a callback."""
+    """The bare shell around every page: its filter values and content are filled in from the URL by callbacks (as
+    the Locations read it on mount), unless requested_layout lays it out for a page's URL."""
     # Dash calls this once without a request to check it: no data is read then.
     names = access.dataset_names() if has_request_context() else []
     state = empty_state(access.default_dataset(names) if names else "")
@@ -93,7 +94,8 @@ def requested_layout(pathname: str, search: str) -> html.Div | None:
     has them): filter bar and stores from the query string, the page's content and title, both Locations holding the
     URL so that none of those callbacks runs in the browser. None when a first-screen figure of the page is cached:
     the pages router's answer then brings the content with it in one round trip, and a page's HTML carries layout, not
-    data (measured: a chart page laid out in its HTML, asking for its cached figures, is drawn later)."""
+    data (measured: a chart page laid out in its HTML, asking for its cached figures, is drawn later). Such a page is
+    laid out twice, here and by the router (a few milliseconds of the server's)."""
     with controls.noting_cached_figures() as cached:
         content, title = page_content(pathname, search)
     if cached:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import urllib.request
 
 import pytest
 
@@ -338,6 +339,18 @@ def test_the_browser_gets_compressed_answers_and_keeps_versioned_bundles_a_year(
         assert not [a for a in asked if "_pages_content" in a or "filter-state" in a], asked
     finally:
         context.close()
+
+
+def test_a_page_laid_out_for_another_url_than_the_browser_shows_is_not_used(page, server_url):
+    """A proxy that rewrote the path would hand the browser a page laid out for another URL: assets/preload.js then
+    lets Dash fetch the bare shell, which reads the browser's own URL (here a path no page has: the not-found page)."""
+    data_page = urllib.request.urlopen(server_url + "/data").read()
+    page.route("**/elsewhere", lambda route: route.fulfill(status=200, content_type="text/html", body=data_page))
+    fetched = []
+    page.on("request", lambda r: fetched.append(r.url) if r.url.endswith("/_dash-layout") else None)
+    open_settled(page, server_url + "/elsewhere")
+    page.wait_for_selector("#_pages_content h4")
+    assert page.locator("#_pages_content h4").inner_text() == "Page not found" and fetched
 
 
 POINTS_JS = "g => g._fullData.map(t => t.x.length)"  # the points of each trace, as plotly.js decoded them

@@ -9,14 +9,14 @@ import re
 import pytest
 from dash import html as dash_html
 
-from components.server.preload import ENDPOINTS, PRELOAD_ATTR, PreloadingDash, browser_url
+from components.server.preload import ENDPOINTS, PRELOAD_ATTR, URL_ATTR, PreloadingDash, browser_url
 from components.shell import callbacks, controls
 from tests.components.conftest import ROUTER_OUTPUT, find, post_callback, walk
 
 SYNC_OUTPUTS = callbacks.SYNC_OUTPUTS
 SYNC_OUTPUT = ".." + "...".join(f"{i}.{p}" for i, p in SYNC_OUTPUTS) + ".."
 
-BLOCK = re.compile(rf'<script type="application/json" {PRELOAD_ATTR}="([^"]*)">(.*?)</script>', re.S)
+BLOCK = re.compile(rf'<script type="application/json" {PRELOAD_ATTR}="([^"]*)"[^>]*>(.*?)</script>', re.S)
 
 
 def _blocks(page: str) -> dict[str, str]:
@@ -81,6 +81,15 @@ def test_a_page_is_laid_out_in_its_html_as_the_callbacks_run_on_load_would_leave
     preloaded = _without_tokens(json.loads(blocks["/_dash-layout"]))
     assert find(preloaded, "_pages_content")["children"] is not None  # not the bare shell
     assert preloaded == after_load
+
+
+def test_a_layout_laid_out_for_its_url_names_it_and_the_bare_shell_names_none(dash_app, monkeypatch):
+    client = dash_app.server.test_client()
+    laid_out = client.get("/users?cluster=Venus&x=%3Cb%3E").get_data(as_text=True)
+    assert f'{PRELOAD_ATTR}="/_dash-layout" {URL_ATTR}="/users?cluster=Venus&amp;x=%3Cb%3E">' in laid_out
+    monkeypatch.setattr(dash_app, "requested_layout", lambda *_: None)
+    bare = client.get("/users?cluster=Venus").get_data(as_text=True)
+    assert f'{PRELOAD_ATTR}="/_dash-layout">' in bare and URL_ATTR not in bare
 
 
 def test_the_callbacks_that_fill_the_shell_do_not_run_on_a_page_laid_out_for_its_url(dash_app):

@@ -193,7 +193,7 @@ def test_page_html_carries_no_figures_even_when_they_are_cached_at_start(small_d
     for path in ("/", "/cluster", "/jobs", "/users", "/compare", "/data", "/whatif"):
         body = restarted.get(path, headers={"Accept-Encoding": "identity"}).get_data(as_text=True)
         assert len(body.encode()) <= PAGE_HTML_BUDGET_BYTES, path
-        layout = json.loads(re.search(r'data-helios-preload="/_dash-layout">(.*?)</script>', body).group(1))
+        layout = json.loads(re.search(r'data-helios-preload="/_dash-layout"[^>]*>(.*?)</script>', body).group(1))
         kinds = [n["props"]["id"]["type"] for n in walk(layout) if isinstance(n["props"].get("id"), dict)]
         assert controls.GRAPH not in kinds, path  # no figure: a page whose first-screen figures are cached ...
         content = find(layout, "_pages_content")["children"]
