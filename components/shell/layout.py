@@ -95,7 +95,7 @@ def requested_layout(pathname: str, search: str) -> html.Div | None:
     URL so that none of those callbacks runs in the browser. None when a first-screen figure of the page is cached:
     the pages router's answer then brings the content with it in one round trip, and a page's HTML carries layout, not
     data (measured: a chart page laid out in its HTML, asking for its cached figures, is drawn later). Such a page is
-    laid out twice, here and by the router (a few milliseconds of the server's)."""
+    laid out twice, here and by the router (measured: its HTML takes ~16 ms, its cached figures read twice)."""
     with controls.noting_cached_figures() as cached:
         content, title = page_content(pathname, search)
     if cached:

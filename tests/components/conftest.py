@@ -139,6 +139,15 @@ def dash_app(small_data, tmp_path):
 ROUTER_OUTPUT = ".._pages_content.children..._pages_store.data.."
 
 
+def _sync_output() -> str:
+    from components.shell.callbacks import SYNC_OUTPUTS
+
+    return ".." + "...".join(f"{i}.{p}" for i, p in SYNC_OUTPUTS) + ".."
+
+
+SYNC_OUTPUT = _sync_output()  # the filter callback's output key, as the browser posts it
+
+
 def post_callback(client, output: str, outputs, inputs: list[dict], state: list[dict] | None = None) -> dict:
     """POST one callback request and return its decoded response (asserting HTTP 200 or 204)."""
     changed = [

@@ -22,7 +22,7 @@ from components.charts import registry as charts
 from components.explorer import grid as explorer_grid
 from components.shell import callbacks, controls
 from tests.analytics.polars_ref import filter_expr
-from tests.components.conftest import find
+from tests.components.conftest import SYNC_OUTPUT, find
 
 
 @pytest.fixture
@@ -34,7 +34,6 @@ def pages(dash_app):
 
 
 SYNC_OUTPUTS = callbacks.SYNC_OUTPUTS
-SYNC_OUTPUT = ".." + "...".join(f"{i}.{p}" for i, p in SYNC_OUTPUTS) + ".."
 
 
 def sync(ui, trigger: tuple[str, str], search: str = "", values: list | None = None) -> dict:

@@ -10,6 +10,7 @@ import pytest
 
 from analytics.filters import empty_state
 from components.shell import callbacks, controls
+from tests.components.conftest import SYNC_OUTPUT
 
 MB_VALUE = "Z" * 1_000_000
 HOSTILE: dict[str, str] = {
@@ -71,7 +72,6 @@ def _render_all(ui, path: str, search: str) -> None:
 
 
 SYNC_OUTPUTS = callbacks.SYNC_OUTPUTS
-SYNC_OUTPUT = ".." + "...".join(f"{i}.{p}" for i, p in SYNC_OUTPUTS) + ".."
 
 
 def _sync(ui, trigger: str, search: str, values: list) -> dict:

@@ -11,10 +11,9 @@ from dash import html as dash_html
 
 from components.server.preload import ENDPOINTS, PRELOAD_ATTR, URL_ATTR, PreloadingDash, browser_url
 from components.shell import callbacks, controls
-from tests.components.conftest import ROUTER_OUTPUT, find, post_callback, walk
+from tests.components.conftest import ROUTER_OUTPUT, SYNC_OUTPUT, find, post_callback, walk
 
 SYNC_OUTPUTS = callbacks.SYNC_OUTPUTS
-SYNC_OUTPUT = ".." + "...".join(f"{i}.{p}" for i, p in SYNC_OUTPUTS) + ".."
 
 BLOCK = re.compile(rf'<script type="application/json" {PRELOAD_ATTR}="([^"]*)"[^>]*>(.*?)</script>', re.S)
 
