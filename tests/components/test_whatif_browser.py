@@ -11,7 +11,7 @@ from tests.waiting import DEADLINE_S, open_settled, settle, wait_for
 
 pytestmark = pytest.mark.browser
 
-BIG_JOBS = 40_000  # enough history that LightGBM + the predictor ladder take seconds
+BIG_JOBS = 12_000  # enough that a run (the twin's replay, LightGBM, the predictor ladder) takes seconds
 
 
 @pytest.fixture(scope="module")
