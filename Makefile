@@ -41,9 +41,10 @@ run: install demo bundled ## serve the dashboard on http://127.0.0.1:8050 with g
 dev: install demo bundled ## for work on the code: Flask's development server with hot reload and Dash's dev tools
 	HELIOS_ANONYMOUS_ROLE=$${HELIOS_ANONYMOUS_ROLE:-admin} $(BIN)/helios serve --host 127.0.0.1 --port $(PORT) --debug
 
-# Test workers (pytest-xdist): whole files per worker, the longest first (tests/conftest.py); TEST_WORKERS=0 runs
-# the suite in one process. The 15 slowest tests are listed at the end, to watch CI's 10-minute budget.
-TEST_WORKERS ?= 2
+# Test workers (pytest-xdist): whole files per worker, the longest first; one of the three runs the real-Slurm files,
+# which mostly wait, while two keep the cores busy (tests/conftest.py). TEST_WORKERS=0 runs the suite in one
+# process. The 15 slowest tests are listed at the end, to watch CI's 10-minute budget.
+TEST_WORKERS ?= 3
 
 test: install demo bundled ## run the whole test suite (builds the bundled datasets first if missing)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)

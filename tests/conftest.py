@@ -26,38 +26,56 @@ def public_data_dir():
     return PUBLIC_DIR
 
 
-# --- Two workers (`make test` runs pytest-xdist with `-n 2 --dist loadfile`) ------------------------------------
-# Each test file runs whole on one worker, so module and session fixtures keep their meaning. The files below are
-# handed out first, longest first, so that no long file is left to run alone at the end: the real-Slurm scenario
-# (~100 s, mostly sleeping until Slurm times a job out) leads, the short contention run (~60 s, its own cluster beside
-# the scenario's) follows; the rest are the browser and server files. Files not listed follow in xdist's own order
-# (most tests first).
-LONGEST_FILES_FIRST: tuple[str, ...] = (
+# --- Three workers (`make test` runs pytest-xdist with `-n 3 --dist loadfile`) ----------------------------------
+# Each test file runs whole on one worker, so module and session fixtures keep their meaning. The first worker is the
+# waiting lane: it runs WAITING_FILES first, the real-Slurm files, which spend most of their ~200 s waiting for Slurm
+# (daemons starting, jobs running out their time), then takes files like the others; the other two never take them,
+# so the two cores stay busy meanwhile. The files of LONGEST_FILES_FIRST are handed out before the rest, longest
+# first, so that no long file is left to run alone at the end. Files not listed follow in xdist's own order (most
+# tests first). With fewer than three workers there is no lane: every worker takes any file, waiting ones first.
+WAITING_FILES: tuple[str, ...] = (
     "tests/slurm/test_real_slurm.py",
     "tests/slurm/test_contention.py",
-    "tests/components/test_components_browser.py",
-    "tests/components/test_run_polling_browser.py",
+    "tests/slurm/test_drain.py",
+)
+LONGEST_FILES_FIRST: tuple[str, ...] = (
+    *WAITING_FILES,
     "tests/components/test_whatif_browser.py",
     "tests/components/test_views_browser.py",
+    "tests/components/test_components_browser.py",
+    "tests/components/test_run_polling_browser.py",
     "tests/components/test_navigation_browser.py",
-    "tests/components/test_make_run_browser.py",
+    "tests/components/test_data_scheduler.py",
     "tests/components/test_hostile_urls.py",
     "tests/components/test_whatif_callbacks.py",
+    "tests/analytics/test_synth_queue.py",
+    "tests/components/test_make_run_browser.py",
     "tests/components/test_run_limits.py",
+    "tests/sim/test_ces_honest.py",
+    "tests/analytics/test_synth_generate.py",
+    "tests/components/test_slurm_dataset.py",
     "tests/analytics/test_fidelity_demo.py",
     "tests/components/test_hosting_celery.py",
-    "tests/sim/test_ces_honest.py",
 )
+
+
+def _next_file(files: list[str], waiting_lane: bool) -> str | None:
+    """The file a worker takes next from files (in their order): the waiting lane a waiting file while any is left,
+    the other workers never one."""
+    if waiting_lane:
+        return next((f for f in files if f in WAITING_FILES), files[0] if files else None)
+    return next((f for f in files if f not in WAITING_FILES), None)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """With `--dist loadfile`, xdist's file scheduler handing out LONGEST_FILES_FIRST before the other files."""
+    """With `--dist loadfile`, xdist's file scheduler handing out LONGEST_FILES_FIRST before the other files, and with
+    three workers or more, WAITING_FILES only to the first."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    class LongestFilesFirst(LoadFileScheduling):
+    class Lanes(LoadFileScheduling):
         def _assign_work_unit(self, node):
             if not getattr(self, "_reordered", False):
                 rank = {path: i for i, path in enumerate(LONGEST_FILES_FIRST)}
@@ -65,6 +83,13 @@ def pytest_xdist_make_scheduler(config, log):
                 self.workqueue.clear()
                 self.workqueue.update(units)
                 self._reordered = True
+            waiting_lane = len(self.nodes) < 3 or node is self.nodes[0]
+            scope = _next_file(list(self.workqueue), waiting_lane)
+            if scope is None:  # only waiting files are left, for the lane: this worker is done once idle
+                if not self._pending_of(self.assigned_work[node]):
+                    node.shutdown()
+                return
+            self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
 
-    return LongestFilesFirst(config, log)
+    return Lanes(config, log)
