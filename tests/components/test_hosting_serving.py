@@ -181,10 +181,12 @@ def test_gunicorn_serves_the_app_with_json_request_logs(small_data, tmp_path):
         try:
             wait_until_serving(f"http://127.0.0.1:{port}/healthz", proc, errors)
             assert http_status(f"http://127.0.0.1:{port}/cluster?ds=helios-synth", timeout_s=DEADLINE_S) == 200
+            assert http_status(f"http://127.0.0.1:{port}/cluster?ds=helios-synth&user={'u' * 8190}") == 414
         finally:
             stop(proc)
     lines = [json.loads(x) for x in errors.read_text().splitlines() if x.startswith("{")]
     assert {("/healthz", 200), ("/cluster", 200)} <= {(r["path"], r["status"]) for r in lines}
+    assert "Request Line is too large" in errors.read_text()  # refused by gunicorn: the app never saw it
 
 
 def test_a_stopped_redis_degrades_to_the_local_cache(small_data, tmp_path, caplog):
