@@ -113,7 +113,7 @@ def section(params: dict[str, str] | None = None) -> dbc.Card:
                 dbc.Button("Cancel", id=CANCEL, size="sm", color="secondary", outline=True, disabled=True),
                 width="auto",
             ),
-            dbc.Col(dbc.Progress(id=PROGRESS, value=0, striped=True, animated=True), md=True),
+            dbc.Col(dbc.Progress(id=PROGRESS, value=0, striped=True, animated=False), md=True),
             dbc.Col(html.Span(id=STATUS, className="small text-muted"), width="auto"),
         ],
         className="g-2 align-items-center mb-2",
@@ -341,7 +341,11 @@ def register(app: Dash, settings: Settings, manager, form_states: list[State]) -
         interval=poll_interval_ms(),
         progress=[Output(PROGRESS, "value"), Output(PROGRESS, "label")],
         progress_default=[0, ""],
-        running=[(Output(RUN, "disabled"), True, False), (Output(CANCEL, "disabled"), False, True)],
+        running=[
+            (Output(RUN, "disabled"), True, False),
+            (Output(CANCEL, "disabled"), False, True),
+            (Output(PROGRESS, "animated"), True, False),  # a bar animated while idle kept a sixth of a core busy
+        ],
         cancel=[Input(CANCEL, "n_clicks")],
         prevent_initial_call=True,
     )(lambda *args: run_sweep_job(*args, settings=settings))

@@ -185,6 +185,9 @@ def _sweep(tab, server) -> None:
     tab.wait_for_function("document.getElementById('whatif-sweep-status').innerText.endsWith('rows')")
     names = tab.locator("#whatif-sweep-graph .js-plotly-plot").evaluate("el => el.data.map(t => t.name)")
     assert names == ["fifo", "sjf"]
+    settle(tab)
+    running = "document.getAnimations().filter(a => a.animationName).map(a => a.effect.target.className)"
+    assert tab.evaluate(running) == []  # the progress bar's stripes move only while running
     assert tab.errors == []
 
 
