@@ -27,12 +27,12 @@ def public_data_dir():
 
 
 # --- Three workers (`make test` runs pytest-xdist with `-n 3 --dist loadfile`) ----------------------------------
-# Each test file runs whole on one worker, so module and session fixtures keep their meaning. The first worker is the
-# waiting lane: it runs WAITING_FILES first, the real-Slurm files, which spend most of their ~200 s waiting for Slurm
-# (daemons starting, jobs running out their time), then takes files like the others; the other two never take them,
-# so the two cores stay busy meanwhile. The files of LONGEST_FILES_FIRST are handed out before the rest, longest
-# first, so that no long file is left to run alone at the end. Files not listed follow in xdist's own order (most
-# tests first). With fewer than three workers there is no lane: every worker takes any file, waiting ones first.
+# Each test file runs whole on one worker, so module and session fixtures keep their meaning. One worker (the first to
+# be ready; another if it dies) is the waiting lane: it takes WAITING_FILES first, the real-Slurm files, which spend
+# most of their ~200 s waiting for Slurm (daemons starting, jobs running out their time); the others take one only
+# when no other file is left, so that two workers keep both cores busy meanwhile. The files of LONGEST_FILES_FIRST are
+# handed out before the rest, longest first, so that no long file is left to run alone at the end. Files not listed
+# follow in xdist's own order (most tests first). Run with fewer than three workers, every worker is a waiting lane.
 WAITING_FILES: tuple[str, ...] = (
     "tests/slurm/test_real_slurm.py",
     "tests/slurm/test_contention.py",
@@ -59,23 +59,24 @@ LONGEST_FILES_FIRST: tuple[str, ...] = (
 )
 
 
-def _next_file(files: list[str], waiting_lane: bool) -> str | None:
-    """The file a worker takes next from files (in their order): the waiting lane a waiting file while any is left,
-    the other workers never one."""
-    if waiting_lane:
-        return next((f for f in files if f in WAITING_FILES), files[0] if files else None)
-    return next((f for f in files if f not in WAITING_FILES), None)
+def _next_file(files: list[str], waiting_lane: bool) -> str:
+    """The file a worker takes next from files (in their order, not empty): a waiting lane's first waiting file, any
+    other worker's first other file, else the first."""
+    preferred = (f for f in files if (f in WAITING_FILES) == waiting_lane)
+    return next(preferred, files[0])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """With `--dist loadfile`, xdist's file scheduler handing out LONGEST_FILES_FIRST before the other files, and with
-    three workers or more, WAITING_FILES only to the first."""
+    """With `--dist loadfile`, xdist's file scheduler handing out LONGEST_FILES_FIRST before the other files, and
+    WAITING_FILES to the waiting lane."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class Lanes(LoadFileScheduling):
+        """xdist's file scheduler, each worker given the file _next_file picks for it."""
+
         def _assign_work_unit(self, node):
             if not getattr(self, "_reordered", False):
                 rank = {path: i for i, path in enumerate(LONGEST_FILES_FIRST)}
@@ -83,13 +84,8 @@ def pytest_xdist_make_scheduler(config, log):
                 self.workqueue.clear()
                 self.workqueue.update(units)
                 self._reordered = True
-            waiting_lane = len(self.nodes) < 3 or node is self.nodes[0]
-            scope = _next_file(list(self.workqueue), waiting_lane)
-            if scope is None:  # only waiting files are left, for the lane: this worker is done once idle
-                if not self._pending_of(self.assigned_work[node]):
-                    node.shutdown()
-                return
-            self.workqueue.move_to_end(scope, last=False)
+            waiting_lane = self.numnodes < 3 or node is self.nodes[0]
+            self.workqueue.move_to_end(_next_file(list(self.workqueue), waiting_lane), last=False)
             super()._assign_work_unit(node)
 
     return Lanes(config, log)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import runpy
-from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import quote_plus, urlencode
 
 import pytest
 
@@ -30,9 +28,10 @@ HOSTILE: dict[str, str] = {
 FILTER_KEYS = ("cluster", "vc", "user", "state", "start", "end", "range", "time", "kind", "gmin", "gmax")
 PAGE_KEYS = {"/compare": ("cmp", "ref"), "/whatif": ("pol", "placer", "est", "noise", "load", "cap", "cpre", "csched")}
 PAGES = ("/", "/cluster", "/jobs", "/users", "/compare", "/data", "/whatif")
-# A page's URL reaches the app only within gunicorn's request line (a longer one gets 414 from gunicorn:
-# test_hosting_serving); the callbacks that read the URL get it in a request body, whole.
-REQUEST_LINE_MAX = runpy.run_path(str(Path(__file__).parents[2] / "gunicorn.conf.py"))["limit_request_line"]
+# Served by gunicorn (`make run`, production), a page's URL reaches the app only within gunicorn.conf.py's
+# limit_request_line, 8190 bytes by default (a longer one gets 414: test_hosting_serving); the callbacks that read the
+# URL get it whole, in a request body.
+REQUEST_LINE_MAX = 8190
 
 
 @pytest.fixture
@@ -61,13 +60,22 @@ PRELOADED_LAYOUT = re.compile(r'data-helios-preload="/_dash-layout"[^>]*>(.*?)</
 
 
 def _within_request_line(path: str, params: dict[str, str]) -> str:
-    """The query string of params, each value but the dataset cut short enough that the request line fits."""
-    cut = max(len(v) for v in params.values())
-    search = _search(params)
-    while len(f"GET {path}{search} HTTP/1.1") > REQUEST_LINE_MAX:
-        cut = cut * 9 // 10
-        search = _search({k: v if k == "ds" else v[:cut] for k, v in params.items()})
-    return search
+    """The query string of params, each value but the dataset's cut (as its URL-encoded length allows) so that the
+    request line fits REQUEST_LINE_MAX."""
+    cut = {k: v for k, v in params.items() if k != "ds"}
+    fixed = len(f"GET {path}{_search({'ds': params['ds']})} HTTP/1.1") + sum(len(f"&{k}=") for k in cut)
+    budget = (REQUEST_LINE_MAX - fixed) // len(cut)
+    return _search({"ds": params["ds"], **{k: _prefix_within(v, budget) for k, v in cut.items()}})
+
+
+def _prefix_within(value: str, budget: int) -> str:
+    """The longest prefix of value whose URL-encoded form is at most budget characters."""
+    used = 0
+    for end, char in enumerate(value):
+        used += len(quote_plus(char))
+        if used > budget:
+            return value[:end]
+    return value
 
 
 def _html(ui, path: str, search: str) -> None:

@@ -182,12 +182,13 @@ def _sweep(tab, server) -> None:
     assert tab.locator("#whatif-sweep-graph .js-plotly-plot").evaluate("el => el.data.length") == 0
     tab.unroute("**/_dash-update-component*")
     tab.locator("#whatif-sweep-run").click()
+    tab.wait_for_selector("#whatif-sweep-progress .progress-bar-animated", state="attached")  # stripes while it runs
     tab.wait_for_function("document.getElementById('whatif-sweep-status').innerText.endsWith('rows')")
     names = tab.locator("#whatif-sweep-graph .js-plotly-plot").evaluate("el => el.data.map(t => t.name)")
     assert names == ["fifo", "sjf"]
     settle(tab)
     running = "document.getAnimations().filter(a => a.animationName).map(a => a.effect.target.className)"
-    assert tab.evaluate(running) == []  # the progress bar's stripes move only while running
+    assert tab.evaluate(running) == []  # and only then
     assert tab.errors == []
 
 
