@@ -7,6 +7,7 @@ import sys
 import dash
 from dash import Dash
 
+from components.charts import margins
 from components.explorer import export
 from components.pages.status import install_page_status, run_first_request_setup
 from components.server import cache as query_cache
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None) -> Dash:
     install_auth(app.server, auth_settings)
     install_hardening(app.server, settings)
     transfer.install_transfer(app)
+    app.config.meta_tags.append(margins.text_sample_meta())  # the browser measures its font (assets/viewport.js)
     install_heartbeats(app.server)
     install_page_status(app.server, app.config.routes_pathname_prefix)
     run_first_request_setup(app.server)

@@ -13,6 +13,7 @@ import polars as pl
 from components.charts import units
 
 VIEWPORT_COOKIE = "helios-viewport"  # the browser's viewport width in px (assets/viewport.js)
+TEXT_COOKIE = "helios-text-sample"  # the width it sets margins.TEXT_SAMPLE in (assets/viewport.js)
 VIEWPORT_STEP_PX = 320  # viewports are rounded up to a multiple of this: a few cached figures per chart, not one per px
 MIN_VIEWPORT_PX, MAX_VIEWPORT_PX = 320, 3840
 DEFAULT_VIEWPORT_PX = 1920  # without the cookie (a first request from a script, a test client)
@@ -45,22 +46,31 @@ ENDS = (LOW, HIGH)
 STEP_COLUMN = "step_s"  # column of a thinned frame: the length of its buckets
 
 
-def viewport_class(raw: Any) -> int:
-    """A viewport width from the client (cookie or spec) as its bounded width class; the default when unreadable."""
+def viewport_width(raw: Any) -> int:
+    """A viewport width from the client (cookie or spec) in px, bounded; the default when unreadable."""
     try:
         px = int(float(str(raw)[:12]))
     except (TypeError, ValueError, OverflowError):
         return DEFAULT_VIEWPORT_PX
-    rounded = -(-px // VIEWPORT_STEP_PX) * VIEWPORT_STEP_PX
-    return min(max(rounded, MIN_VIEWPORT_PX), MAX_VIEWPORT_PX)
+    return min(max(px, MIN_VIEWPORT_PX), MAX_VIEWPORT_PX)
+
+
+def viewport_class(raw: Any) -> int:
+    """A viewport width from the client (cookie or spec) as its bounded width class; the default when unreadable."""
+    rounded = -(-viewport_width(raw) // VIEWPORT_STEP_PX) * VIEWPORT_STEP_PX
+    return min(rounded, MAX_VIEWPORT_PX)
+
+
+def card_plot_px(viewport_px: int, lg_share: float = 1.0) -> int:
+    """The plot area's width of a figure card in a viewport viewport_px wide: a full-width card, or one taking
+    lg_share of the row from the lg breakpoint on."""
+    share = lg_share if viewport_px >= LG_PX else 1.0
+    return max(int(viewport_px * share) - FULL_WIDTH_CHROME_PX, MIN_VIEWPORT_PX - FULL_WIDTH_CHROME_PX)
 
 
 def plot_width_px(viewport_px: Any, lg_share: float = 1.0) -> int:
-    """The plot area's width of a figure card in a viewport of this width class: a full-width card, or one taking
-    lg_share of the row from the lg breakpoint on."""
-    viewport = viewport_class(viewport_px)
-    share = lg_share if viewport >= LG_PX else 1.0
-    return max(int(viewport * share) - FULL_WIDTH_CHROME_PX, MIN_VIEWPORT_PX - FULL_WIDTH_CHROME_PX)
+    """card_plot_px in a viewport of this width class."""
+    return card_plot_px(viewport_class(viewport_px), lg_share)
 
 
 def step_for(span_s: float, width_px: int, finest: str = "1m") -> str:

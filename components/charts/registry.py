@@ -16,7 +16,7 @@ import polars as pl
 from analytics.queries.jobs import POOLED_HELIOS, POOLED_OTHERS
 from analytics.reference import CLUSTERS, FIG4
 from analytics.store import DatasetError
-from components.charts import decimate, figures, reference
+from components.charts import decimate, figures, margins, reference
 from components.datasets import access
 from components.server import cache as query_cache
 
@@ -38,7 +38,9 @@ def _q(name: str, **kwargs: Any) -> Callable[[Spec], pl.DataFrame]:
 
 
 HOURLY = "1h"  # the step of the series behind the time charts (rollups hold it) and of the overview cards' mean
-VIEWPORT = "viewport_px"  # a spec key of the charts that thin their series: the reader's viewport width class
+VIEWPORT = "viewport_px"  # a spec key: the reader's viewport width (a chart that thins its series to it: its class)
+WIDE = "wide"  # a spec key: the card takes its row's whole width (else half of it, from the lg breakpoint on)
+TEXT = "text_sample_px"  # a spec key: the width the reader's browser sets margins.TEXT_SAMPLE in, at 100 px
 UTIL_RANGE = {"gpu_utilization": ("gpu_utilization_min", "gpu_utilization_max")}  # a bucket's lowest, highest minute
 RUNNING_QUEUED_RANGE = {c: (c, c) for c in ("running_gpujob_num", "queued_gpujob_num")}  # the lowest, highest hour
 
@@ -335,7 +337,7 @@ CHARTS.update(compare_charts())
 
 
 def thins(name: Any) -> bool:
-    """Whether the chart named name thins its series to the reader's viewport (its spec carries VIEWPORT)."""
+    """Whether the chart named name thins its series to the reader's viewport (its spec's VIEWPORT's width class)."""
     return isinstance(name, str) and name in CHARTS and CHARTS[name].thin is not None
 
 
@@ -378,7 +380,7 @@ def _figure_key(spec: Spec) -> str:
     if not isinstance(spec, dict) or not isinstance(spec.get("state"), dict):
         raise ValueError("a figure card needs a spec with a filter state")
     compared = {name: access.open_dataset(name).version for name in spec.get("datasets") or ()}
-    options = {k: v for k, v in spec.items() if k not in ("state", DRAWN, VIEWPORT)}
+    options = {k: v for k, v in spec.items() if k not in ("state", DRAWN, VIEWPORT, WIDE, TEXT)}
     if thins(spec.get("name")):  # one figure per viewport width class, whatever the spec says
         options[VIEWPORT] = decimate.viewport_class(spec.get(VIEWPORT))
     extra = json.dumps({**options, "versions": compared}, sort_keys=True)
@@ -387,17 +389,24 @@ def _figure_key(spec: Spec) -> str:
 
 def render_cached(spec: Spec) -> dict[str, Any]:
     """The figure render(spec) draws, as the JSON-ready dict sent to the browser, cached per spec and dataset
-    versions (building a Plotly figure of thousands of points takes longer than reading its data from the cache)."""
-    return access.derived(_figure_key(spec), spec["state"], lambda: _as_dict(spec))
+    versions (building a Plotly figure of thousands of points takes longer than reading its data from the cache),
+    its margins fitted to the card's width."""
+    return _fitted(access.derived(_figure_key(spec), spec["state"], lambda: _as_dict(spec)), spec)
 
 
 def cached_figure(spec: Spec) -> dict[str, Any] | None:
-    """spec's figure when it is in the cache already (a page laid out with it draws once, with no request), else
-    None."""
+    """spec's figure, its margins fitted to the card's width, when it is in the cache already (a page laid out with
+    it draws once, with no request), else None."""
     try:
-        return access.derived_if_cached(_figure_key(spec), spec["state"])
+        figure = access.derived_if_cached(_figure_key(spec), spec["state"])
     except access.USER_ERRORS:
         return None
+    return None if figure is None else _fitted(figure, spec)
+
+
+def _fitted(figure: dict[str, Any], spec: Spec) -> dict[str, Any]:
+    plot_px = margins.plot_width_px(spec.get(VIEWPORT), bool(spec.get(WIDE)))
+    return margins.fitted(figure, plot_px, margins.text_scale(spec.get(TEXT)))
 
 
 def _as_dict(spec: Spec) -> dict[str, Any]:

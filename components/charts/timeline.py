@@ -48,7 +48,9 @@ def job_timeline_figure(
             font={"size": 11},
         )  # fmt: skip
     fig.update_layout(
-        margin={"l": 55, "r": 10, "t": 44, "b": 30},
+        # b: the room automargin gives the date ticks and the legend below them on a desktop, given at once so that
+        # plotly draws the figure once (figures.bottom_margin_px)
+        margin={"l": 55, "r": 10, "t": 44, "b": 78},
         legend={"orientation": "h", "y": -0.12},
         hovermode="x unified",
         template="plotly_white",

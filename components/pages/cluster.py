@@ -12,7 +12,7 @@ from components.charts import figures
 from components.charts import registry as charts
 from components.datasets import access
 from components.shell import controls
-from components.shell.controls import figure_card, grid
+from components.shell.controls import figure_card, grid, wide_row
 from components.shell.layout import page_layout
 
 dash.register_page(__name__, path="/cluster", name="Cluster", title="Helios Dashboard · Cluster", order=1)
@@ -27,12 +27,12 @@ def body(state: dict[str, Any], _params: dict[str, Any]) -> list:
     """The cluster page's figures for a filter state."""
     return [
         dcc.Store(id=ZOOM),
-        grid([figure_card(UTIL, state, 420, lazy=False)], {"xs": 12}),
-        grid([figure_card("running_queued", state, lazy=False)], {"xs": 12}),
+        wide_row(UTIL, state, 420, lazy=False),
+        wide_row("running_queued", state, lazy=False),
         grid([figure_card("diurnal_util", state), figure_card("diurnal_submit", state)]),
         grid([figure_card("heatmap", state), figure_card("monthly", state)]),
-        grid([figure_card(FIG4, state, 620)], {"xs": 12}),
-        grid([figure_card(VC, state, 440)], {"xs": 12}),
+        wide_row(FIG4, state, 620),
+        wide_row(VC, state, 440),
     ]
 
 

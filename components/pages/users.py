@@ -10,7 +10,7 @@ from dash import Dash, Input, Output, html
 
 from components.datasets import access
 from components.shell import controls, tables
-from components.shell.controls import figure_card, grid
+from components.shell.controls import figure_card, grid, wide_row
 from components.shell.layout import page_layout
 
 dash.register_page(__name__, path="/users", name="Users", title="Helios Dashboard · Users", order=3)
@@ -58,7 +58,7 @@ def user_view(state: dict[str, Any]) -> html.Div:
     return html.Div(
         [
             html.H5(["User ", html.Code(user)], className="mt-1"),
-            grid([figure_card("user_jobs", state, 420, lazy=False)], {"xs": 12}),
+            wide_row("user_jobs", state, 420, lazy=False),
             grid([figure_card("duration_gpu", state), figure_card("gpu_num_jobs", state)]),
             grid([figure_card("queue_cdf", state), figure_card("state_by_gpu", state)]),
             html.Hr(),

@@ -104,9 +104,10 @@ def controls_to_state(values: list, trigger: Any = None) -> tuple[dict[str, Any]
 
 WANT_JS = """function (spec, shown) {
     if (!shown || !spec || spec[%(drawn)s]) { return window.dash_clientside.no_update; }
-    if (!(%(viewport)s in spec)) { return spec; }
-    return Object.assign({}, spec, {%(viewport)s: Math.round(window.innerWidth)});
-}"""  # a shown card's spec, to be drawn by the server, unless laid out with its figure
+    var seen = {%(viewport)s: Math.round(window.innerWidth)};
+    if (window.HELIOS_TEXT_SAMPLE_PX) { seen[%(text)s] = window.HELIOS_TEXT_SAMPLE_PX; }
+    return Object.assign({}, spec, seen);
+}"""  # a shown card's spec, to be drawn by the server, unless laid out with its figure: the reader's width and font
 
 MAX_USER_MATCHES = 50  # users the user drop-down offers per search, besides the chosen ones
 USER_SEARCH_CHARS = 100  # of what the reader types in it
@@ -264,11 +265,11 @@ def register(app: Dash) -> None:
         State(controls.FILTER_COLLAPSE, "is_open"),
     )
     # A card's figure is asked for once it is shown, unless it was laid out with it: decided in the browser, so
-    # that cards below the first screen and cards drawn from the cache send no request. A chart thinned to the
-    # reader's width is asked for at the viewport's width now (a page's HTML is laid out before the first visit's
-    # viewport cookie exists).
+    # that cards below the first screen and cards drawn from the cache send no request. A figure is asked for at the
+    # viewport's width and the reader's font now (a page's HTML is laid out before the first visit's cookies exist).
+    keys = {"drawn": charts.DRAWN, "viewport": charts.VIEWPORT, "text": charts.TEXT}
     app.clientside_callback(
-        WANT_JS % {"drawn": json.dumps(charts.DRAWN), "viewport": json.dumps(charts.VIEWPORT)},
+        WANT_JS % {k: json.dumps(v) for k, v in keys.items()},
         Output({"type": controls.WANT, "name": MATCH}, "data"),
         Input({"type": controls.SPEC, "name": MATCH}, "data"),
         Input({"type": controls.SHOWN, "name": MATCH}, "data"),

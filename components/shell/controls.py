@@ -257,22 +257,30 @@ def noting_cached_figures() -> Iterator[list[str]]:
         setattr(flask.g, CACHED_FIGURES, before)
 
 
+def _cookie(name: str) -> str | None:
+    value = flask.request.cookies.get(name) if flask.has_request_context() else None
+    return value[:16] if value else None
+
+
 def viewport_px() -> int:
-    """The width class of the reader's viewport (the cookie assets/viewport.js sets), bounded; the default without."""
-    cookie = flask.request.cookies.get(decimate.VIEWPORT_COOKIE) if flask.has_request_context() else None
-    return decimate.viewport_class(cookie)
+    """The width of the reader's viewport (the cookie assets/viewport.js sets), bounded; the default without."""
+    return decimate.viewport_width(_cookie(decimate.VIEWPORT_COOKIE))
 
 
 def figure_card(
-    name: str, state: dict[str, Any], height_px: int = 380, extra: dict | None = None, lazy: bool = True
+    name: str,
+    state: dict[str, Any],
+    height_px: int = 380,
+    extra: dict | None = None,
+    lazy: bool = True,
+    wide: bool = False,
 ) -> html.Div:
     """A card holding one figure, its loading spinner, its CSV download button and its data spec; a lazy card asks
     for its figure when it scrolls into view, an eager one (the first screen) at once or laid out with it when it
-    is cached."""
-    spec = {"name": name, "state": state, **(extra or {})}
+    is cached. A wide card takes its row's whole width (wide_row), another half of it from the lg breakpoint on."""
+    spec = {"name": name, "state": state, **(extra or {}), charts.VIEWPORT: viewport_px(), charts.WIDE: wide}
+    spec[charts.TEXT] = _cookie(decimate.TEXT_COOKIE)
     missing = _not_in_trace(spec)
-    if charts.thins(name):
-        spec[charts.VIEWPORT] = viewport_px()
     figure = None if lazy else charts.cached_figure(spec)
     if figure is not None:
         spec[charts.DRAWN] = True
@@ -391,6 +399,11 @@ def grid(cards: list, cols: dict[str, int] | None = None) -> dbc.Row:
     """Lay out cards in a responsive grid (one column on phones)."""
     widths = cols or {"xs": 12, "lg": 6}
     return dbc.Row([dbc.Col(card, **widths, className="mb-3") for card in cards], className="g-3")
+
+
+def wide_row(name: str, state: dict[str, Any], height_px: int = 380, lazy: bool = True) -> dbc.Row:
+    """A row holding one wide figure card, as wide as the page."""
+    return grid([figure_card(name, state, height_px, lazy=lazy, wide=True)], {"xs": 12})
 
 
 def page_header(title: str, subtitle: str = "") -> html.Div:

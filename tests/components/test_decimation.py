@@ -152,7 +152,7 @@ def test_the_viewport_is_bounded_and_keys_the_cached_figure():
     keys = {charts._figure_key({**spec, charts.VIEWPORT: v}) for v in (1300, 1400, 1600, "1599.5")}
     assert len(keys) == 1 and charts._figure_key({**spec, charts.VIEWPORT: 1601}) not in keys
     other = {"name": "heatmap", "state": empty_state("helios-synth")}
-    assert charts._figure_key({**other, charts.VIEWPORT: 390}) == charts._figure_key(other)
+    assert charts._figure_key({**other, charts.VIEWPORT: 390, charts.WIDE: True}) == charts._figure_key(other)
 
 
 def test_a_bucket_is_drawn_through_its_lowest_then_highest_value():
@@ -170,11 +170,13 @@ def test_the_bucket_is_the_shortest_that_fits_the_width():
     assert decimate.step_for(100 * 365 * 86_400, 200) == decimate.STEPS_MIN[-1][0]
 
 
-def test_the_viewport_cookie_sets_the_thinned_cards_spec(ui):
+def test_the_viewport_cookie_sets_every_cards_spec(ui):
     ui.client.set_cookie(decimate.VIEWPORT_COOKIE, "390")
     specs = {s["name"]: s for s in ui.specs(ui.page("/cluster", "?ds=helios-synth"))}
-    assert specs["utilization"][charts.VIEWPORT] == specs["running_queued"][charts.VIEWPORT] == 640
-    assert charts.VIEWPORT not in specs["heatmap"]
+    assert specs["utilization"][charts.VIEWPORT] == specs["heatmap"][charts.VIEWPORT] == 390
+    assert specs["utilization"][charts.WIDE] and not specs["heatmap"][charts.WIDE]
     ui.client.set_cookie(decimate.VIEWPORT_COOKIE, "<script>")
     again = {s["name"]: s for s in ui.specs(ui.page("/cluster", "?ds=helios-synth"))}
     assert again["utilization"][charts.VIEWPORT] == decimate.DEFAULT_VIEWPORT_PX
+    ui.client.set_cookie(decimate.VIEWPORT_COOKIE, "99999")
+    assert ui.specs(ui.page("/cluster", "?ds=helios-synth"))[0][charts.VIEWPORT] == decimate.MAX_VIEWPORT_PX

@@ -187,6 +187,34 @@ def test_compare_draws_only_the_chosen_clusters_each_in_its_own_colour(page, ser
     assert page.errors == []
 
 
+# Each figure drawn on the page: its laid-out bottom margin, the one plotly drew it at, and the one plotly gives a copy
+# of it laid out a legend row (21 px) lower, in a scratch element of the same size.
+MARGINS_JS = """async () => { const out = [];
+  for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    const laid = (gd.layout.margin || {}).b, scratch = document.createElement('div');
+    scratch.style.width = gd.offsetWidth + 'px'; scratch.style.height = gd.offsetHeight + 'px';
+    document.body.appendChild(scratch);
+    const layout = Object.assign({}, gd.layout, {margin: Object.assign({}, gd.layout.margin, {b: laid - 21})});
+    await Plotly.newPlot(scratch, structuredClone(gd.data), layout, {responsive: false});
+    const drawn = gd._fullLayout._size.b, needed = scratch._fullLayout._size.b;
+    out.push({title: gd._fullLayout.title.text, laid, drawn, needed});
+    Plotly.purge(scratch); scratch.remove(); }
+  return out; }"""
+
+
+@pytest.mark.draw_all
+def test_a_legend_that_wraps_is_given_its_rows_at_once_and_no_more(page, server_url):
+    page.set_viewport_size({"width": 1280, "height": 2400})  # half-width cards whose legends wrap, flat tick labels
+    open_settled(page, server_url + "/compare?cmp=helios-synth,philly-mini&ref=1")
+    page.wait_for_function("document.querySelectorAll('.figure-slot .main-svg').length >= 8")
+    drawn = page.evaluate(MARGINS_JS)
+    assert len(drawn) >= 8 and any(d["laid"] >= 96 for d in drawn)  # legends of several rows
+    for d in drawn:
+        assert d["drawn"] == d["laid"], d  # plotly did not grow the margin: it drew the figure once
+        assert d["needed"] >= d["laid"] - 2, d  # and needs the room given (the figure looks as before)
+    assert page.errors == []
+
+
 def test_whatif_has_one_dataset_picker_and_a_shareable_sweep(page, server_url):
     open_settled(page, server_url + "/jobs")
     assert page.locator("#filter-bar").is_visible()
