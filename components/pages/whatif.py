@@ -26,21 +26,23 @@ DEFAULT_WINDOW_DAYS = 7  # the default window: the cluster's last week up to its
 
 
 def initial_form(params: dict[str, str]) -> tuple[dict, list[str], dict, list[str]]:
-    """The page's form from URL parameters over sensible defaults: (form, datasets, scope, problems)."""
+    """The page's form from URL parameters over sensible defaults: (form, datasets, scope, problems); the scope (the
+    dataset's clusters and days, the form cluster's VCs) as the form's callbacks give it for the form's values."""
     names = access.dataset_names()
     dataset = params.get("ds") or access.default_dataset(names)
-    scope: dict = {"clusters": [], "vcs": [], "first": None, "last": None, "twin": None}
     base = default_form(dataset)
     if dataset in names:
-        clusters = access.cluster_names(dataset)
-        first, last = access.dataset_period(dataset)
+        clusters, first, last = whatif_form.scope_options(dataset)
         cluster = params.get("cluster") or (clusters[0] if clusters else "")
         start, end = access.recent_days(dataset, cluster, DEFAULT_WINDOW_DAYS) if cluster in clusters else (None, None)
         start = max(filter(None, (start, first)), default=None)  # not before the dataset's first day
         base = default_form(dataset, cluster, start, end or last)
-        vcs = access.gpu_vcs(dataset, cluster) if cluster in clusters else []
-        scope = {"clusters": clusters, "vcs": vcs, "first": first, "last": last, "twin": access.captured_knobs(dataset)}
     form, problems = form_from_params(params, base)
+    known = form["dataset"] if form["dataset"] in names else None
+    clusters, first, last = whatif_form.scope_options(known)
+    vcs = whatif_form.vc_options(known, form["cluster"])
+    twin = access.captured_knobs(known) if known else None
+    scope = {"clusters": clusters, "vcs": vcs, "first": first, "last": last, "twin": twin}
     return form, names, scope, problems
 
 

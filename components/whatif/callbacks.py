@@ -11,7 +11,6 @@ from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 from plotly.io.json import to_json_plotly
 
-from analytics import store
 from analytics.csv_safety import csv_text
 from components.charts import units
 from components.datasets import access
@@ -25,8 +24,7 @@ from components.whatif import form as ids
 from components.whatif import labels
 from components.whatif import sweep as whatif_sweep
 from components.whatif.run import SCENARIO_ERRORS, cancel_request, get_or_run, metrics_json, results_cache
-from components.whatif.state import FALLBACK_PRESET, form_to_config, form_to_search, preset_defaults
-from sim.ces.policy import POLICY_PARAMS
+from components.whatif.state import form_to_config, form_to_search
 from sim.scenario import RECORDED, TWIN, ScenarioResult, config_to_dict, open_request
 from sim.slurm.calibrate import CAPTURED
 
@@ -253,12 +251,10 @@ def one_line(exc: Exception, max_chars: int = 300) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
 
 
-def start_run(
-    n_clicks, autorun, policy_values, energy_values, twin_values, *values, settings: Settings, search: str = ""
-):
+def start_run(n_clicks, policy_values, energy_values, twin_values, *values, settings: Settings, search: str = ""):
     """Validate the form, put it in the URL (search: the page's URL before, whose sweep part is kept); show a cached
     result at once, else start the background run."""
-    if ctx.triggered_id != ids.RUN and not autorun:
+    if not n_clicks:
         raise PreventUpdate
     try:
         form = ids.form_of(list(values), policy_values, energy_values, twin_values)
@@ -424,27 +420,6 @@ def importance_button_style(meta: dict | None, settings: Settings) -> dict | Non
     return None if result is not None and result.importance is not None else ids.HIDDEN
 
 
-def scope_options(dataset: str | None) -> tuple:
-    """Cluster choices and date bounds of the chosen dataset."""
-    if not dataset:
-        return [], None, None
-    try:
-        first, last = access.dataset_period(dataset)
-        return access.cluster_names(dataset), first, last
-    except store.DatasetError:
-        return [], None, None
-
-
-def vc_options(dataset: str | None, cluster: str | None) -> list[str]:
-    """VC choices of the chosen cluster."""
-    if not dataset or not cluster:
-        return []
-    try:
-        return access.gpu_vcs(dataset, cluster)
-    except store.DatasetError:
-        return []
-
-
 def register(app: Dash, settings: Settings | None = None, manager=None) -> None:
     """Register the what-if callbacks on app (the background run uses manager, else background_manager())."""
     settings = settings or app.server.config.get("HELIOS_SETTINGS") or Settings.from_env()
@@ -458,14 +433,19 @@ def register(app: Dash, settings: Settings | None = None, manager=None) -> None:
         Output(ids.RESULT, "data", allow_duplicate=True),
         Output(ids.STATUS, "children", allow_duplicate=True),
         Input(ids.RUN, "n_clicks"),
-        Input(ids.AUTORUN, "data"),
         State(ids.URL, "search"),
         State({"type": ids.CES_POLICY, "name": ALL}, "value"),
         State({"type": ids.CES_ENERGY, "name": ALL}, "value"),
         State({"type": ids.TWIN, "name": ALL}, "value"),
         *form_states,
-        prevent_initial_call="initial_duplicate",
-    )(lambda n_clicks, autorun, search, *a: start_run(n_clicks, autorun, *a, settings=settings, search=search))
+        prevent_initial_call=True,
+    )(lambda n_clicks, search, *a: start_run(n_clicks, *a, settings=settings, search=search))
+    # A URL with run=1 presses Run once the page is drawn, in the browser: a page opened without it sends no request.
+    app.clientside_callback(
+        "(autorun) => autorun ? 1 : window.dash_clientside.no_update",
+        Output(ids.RUN, "n_clicks"),
+        Input(ids.AUTORUN, "data"),
+    )
     app.callback(
         Output(ids.RESULTS, "children"),
         Output(ids.RESULT, "data"),
@@ -565,26 +545,33 @@ def _register_panels(app: Dash, settings: Settings) -> None:
 
 
 def _register_form(app: Dash, settings: Settings) -> None:
+    # The page is laid out with what each of these gives for its first values (components/pages/whatif.py,
+    # initial_form; ids.layout): they answer the reader's changes only.
     app.callback(
         Output(ids.CLUSTER, "options"),
         Output(ids.DATES, "min_date_allowed"),
         Output(ids.DATES, "max_date_allowed"),
         Input(ids.DATASET, "value"),
-    )(scope_options)
+        prevent_initial_call=True,
+    )(ids.scope_options)
     app.callback(
         Output(ids.VCS, "options"),
         Input(ids.DATASET, "value"),
         Input(ids.CLUSTER, "value"),
-    )(vc_options)
+        prevent_initial_call=True,
+    )(ids.vc_options)
     app.callback(
         Output(ids.CES_BODY, "style"),
         Input(ids.CES_ENABLED, "value"),
-    )(lambda on: None if on else ids.HIDDEN)
+        prevent_initial_call=True,
+    )(ids.ces_body_style)
     app.callback(
         Output(ids.CES_SCHEDULE, "options"),
         Input(ids.POLICIES, "value"),
-    )(lambda chosen: [RECORDED, *(chosen or [])])
+        prevent_initial_call=True,
+    )(ids.schedule_options)
     app.callback(
         Output({"type": ids.CES_POLICY, "name": ALL}, "placeholder"),
         Input(ids.CES_PRESET, "value"),
-    )(lambda preset: [str(preset_defaults(preset or FALLBACK_PRESET)[n]) for n in POLICY_PARAMS])
+        prevent_initial_call=True,
+    )(ids.policy_placeholders)

@@ -7,6 +7,8 @@ from typing import Any
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
+from analytics import store
+from components.datasets import access
 from components.shell.controls import date_range, graph_config
 from components.whatif.state import (
     FALLBACK_PRESET,
@@ -163,6 +165,43 @@ def _number(cid, value, step: float, minimum: float, maximum: float | None = Non
     return dbc.Input(id=cid, type="number", value=value, step=step, min=minimum, max=maximum, size="sm")
 
 
+def scope_options(dataset: str | None) -> tuple:
+    """Cluster choices and date bounds of the chosen dataset."""
+    if not dataset:
+        return [], None, None
+    try:
+        first, last = access.dataset_period(dataset)
+        return access.cluster_names(dataset), first, last
+    except store.DatasetError:
+        return [], None, None
+
+
+def vc_options(dataset: str | None, cluster: str | None) -> list[str]:
+    """VC choices of the chosen cluster."""
+    if not dataset or not cluster:
+        return []
+    try:
+        return access.gpu_vcs(dataset, cluster)
+    except store.DatasetError:
+        return []
+
+
+def ces_body_style(enabled: Any) -> dict | None:
+    """The CES parameters' style: shown while CES is switched on."""
+    return None if enabled else HIDDEN
+
+
+def schedule_options(policies_run: list[str] | None) -> list[str]:
+    """The schedules CES can replay on the nodes: the recorded one and every policy run."""
+    return [RECORDED, *(policies_run or [])]
+
+
+def policy_placeholders(preset: str | None) -> list[str]:
+    """Each power-policy input's placeholder: the preset's value."""
+    defaults = preset_defaults(preset or FALLBACK_PRESET)
+    return [str(defaults[name]) for name in POLICY_PARAMS]
+
+
 def scope_row(form: dict, datasets: list[str], scope: dict) -> dbc.Row:
     """Dataset, cluster, VCs and window (scope: the dataset's clusters, the cluster's VCs, first/last day)."""
     wide, narrow = {"xs": 12, "md": 6, "xl": 3}, {"xs": 12, "md": 6, "xl": 2}
@@ -281,7 +320,7 @@ def _param_inputs(kind: str, names: tuple[str, ...], values: dict, defaults: dic
 
 def ces_section(form: dict, policies_run: list[str]) -> html.Div:
     """The CES switch and, when on, its preset, mode, schedule and every policy and energy parameter."""
-    schedules = [RECORDED, *policies_run]
+    schedules = schedule_options(policies_run)
     body = html.Div(
         [
             dbc.Row(
@@ -327,7 +366,7 @@ def ces_section(form: dict, policies_run: list[str]) -> html.Div:
             ),
         ],
         id=CES_BODY,
-        style=None if form["ces_enabled"] else HIDDEN,
+        style=ces_body_style(form["ces_enabled"]),
     )
     switch = dbc.Switch(id=CES_ENABLED, value=form["ces_enabled"], label="Cluster energy saving (CES)")
     return html.Div([switch, body], className="border-top pt-2")

@@ -63,7 +63,7 @@ def _click(form: dict, settings: Settings, policy_values=None, energy_values=Non
     def call():
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "whatif-run.n_clicks", "value": 1}]))
         values = [form[k] for k in ids.FORM_FIELDS]
-        return cb.start_run(1, False, policy_values, energy_values, twin_values, *values, settings=settings)
+        return cb.start_run(1, policy_values, energy_values, twin_values, *values, settings=settings)
 
     return copy_context().run(call)
 

@@ -147,7 +147,7 @@ def _start(settings: Settings, form: dict) -> tuple:
     """Click Run with form's values: the start callback's outputs."""
     values = [form[k] for k in ids.FORM_FIELDS]
     context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "whatif-run.n_clicks", "value": 1}]))
-    return whatif.start_run(1, False, [None] * 9, [None] * 7, [None] * len(KNOBS), *values, settings=settings)
+    return whatif.start_run(1, [None] * 9, [None] * 7, [None] * len(KNOBS), *values, settings=settings)
 
 
 def _run(settings: Settings, form: dict) -> tuple[list, dict, str | None]:

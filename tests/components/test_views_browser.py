@@ -215,6 +215,22 @@ def test_a_legend_that_wraps_is_given_its_rows_at_once_and_no_more(page, server_
     assert page.errors == []
 
 
+def test_the_whatif_page_opens_without_a_request_and_a_shared_run_still_starts(page, server_url):
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.post_data or "") if "_dash-update-component" in r.url else None)
+    for _ in range(2):  # a first visit, then a revisit
+        open_settled(page, server_url + "/whatif?ds=helios-synth&cluster=Venus")
+        assert page.locator("#whatif-run").is_enabled() and page.locator("#whatif-vcs").count() == 1
+    assert asked == []  # the form is laid out with its options: its callbacks answer the reader's changes only
+    page.locator("#whatif-cluster").click()
+    page.locator(".dash-dropdown-option:has-text('Earth')").click()
+    settle(page)
+    assert any("whatif-vcs.options" in body for body in asked)  # a change still asks
+    open_settled(page, server_url + "/whatif?ds=helios-synth&cluster=Venus&start=2020-04-10&end=2020-04-11&run=1")
+    page.wait_for_function("() => /ran in|from the cache/.test(document.querySelector('#whatif-status').innerText)")
+    assert page.errors == []
+
+
 def test_whatif_has_one_dataset_picker_and_a_shareable_sweep(page, server_url):
     open_settled(page, server_url + "/jobs")
     assert page.locator("#filter-bar").is_visible()

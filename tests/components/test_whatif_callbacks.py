@@ -29,6 +29,7 @@ from components.whatif.state import (
     form_to_config,
     form_to_params,
 )
+from sim.ces.policy import POLICY_PARAMS
 from sim.scenario import RECORDED, TWIN, ScenarioError, config_to_dict
 from sim.scenario.outputs import replay_fidelity
 from sim.scenario.run import default_baseline
@@ -53,13 +54,11 @@ def _values(form: dict) -> list:
     return [form[k] for k in ids.FORM_FIELDS]
 
 
-def _click_run(
-    form: dict, settings: Settings, trigger: str = "whatif-run.n_clicks", autorun: bool = False, search: str = ""
-):
+def _click_run(form: dict, settings: Settings, trigger: str = "whatif-run.n_clicks", search: str = ""):
     def call():
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": trigger, "value": 1}]))
         return cb.start_run(
-            1, autorun, [None] * 9, [None] * 7, [None] * len(KNOBS), *_values(form), settings=settings, search=search
+            1, [None] * 9, [None] * 7, [None] * len(KNOBS), *_values(form), settings=settings, search=search
         )
 
     return copy_context().run(call)
@@ -148,9 +147,35 @@ def test_a_bad_form_shows_a_one_line_error(settings):
     assert out[2] is cb.no_update
 
 
-def test_page_load_without_run_flag_does_nothing(settings):
-    with pytest.raises(cb.PreventUpdate):
-        _click_run(_form(), settings, trigger="whatif-autorun.data", autorun=False)
+@pytest.mark.parametrize(
+    "search",
+    [
+        "?ds=helios-synth",
+        "?ds=helios-synth&cluster=Venus&pol=fifo,qssf&ces=1&cpre=saturn",
+        "?ds=helios-synth&cluster=Nowhere&vc=vcZ",
+        "?ds=philly-mini&start=1999-01-01",
+        "?ds=no-such-dataset",
+        "",
+    ],
+)
+def test_the_page_is_laid_out_with_what_its_form_callbacks_give_it(module_ui, _module_app, search):
+    ui = module_ui
+    layout = ui.page("/whatif", search)
+    if ui.find(layout, ids.DATASET) is None:
+        return  # an unknown dataset: the page says so, with no form
+    with _module_app[0].server.app_context():  # the callbacks read the dataset through the app's cache
+        value = {
+            cid: ui.find(layout, cid)["value"] for cid in (ids.DATASET, ids.CLUSTER, ids.CES_ENABLED, ids.POLICIES)
+        }
+        dates = ui.find(layout, ids.DATES)
+        shown = (ui.find(layout, ids.CLUSTER)["options"], dates["min_date_allowed"], dates["max_date_allowed"])
+        assert list(shown) == list(ids.scope_options(value[ids.DATASET]))
+        assert ui.find(layout, ids.VCS)["options"] == ids.vc_options(value[ids.DATASET], value[ids.CLUSTER])
+        assert ui.find(layout, ids.CES_BODY).get("style") == ids.ces_body_style(value[ids.CES_ENABLED])
+        assert ui.find(layout, ids.CES_SCHEDULE)["options"] == ids.schedule_options(value[ids.POLICIES])
+        preset = ui.find(layout, ids.CES_PRESET)["value"]
+        placeholders = [ui.find(layout, {"type": ids.CES_POLICY, "name": n})["placeholder"] for n in POLICY_PARAMS]
+        assert placeholders == ids.policy_placeholders(preset)
 
 
 def test_background_job_reports_progress_renders_and_caches(settings):
