@@ -12,7 +12,7 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from analytics import capabilities, schema
-from analytics.filters import flat_params
+from analytics.filters import empty_state, flat_params
 from components.charts import units
 from components.charts.timeline import job_timeline_figure, wait_end
 from components.datasets import access
@@ -206,8 +206,14 @@ def timeline(dataset: str, record: dict[str, Any], columns: dict[str, dict[str, 
         return dbc.Alert(note, color="secondary", className="small")
     newest = access.data_as_of(dataset)
     start, end, every = window(record, datetime.strptime(newest, "%Y-%m-%d %H:%M") if newest else None)
-    activity = access.vc_activity(dataset, record["cluster"], record["vc"], start, end, every)
-    fig = job_timeline_figure(activity, record, run_end(record), (start, end))
+
+    def drawn() -> dict[str, Any]:
+        activity = access.vc_activity(dataset, record["cluster"], record["vc"], start, end, every)
+        return job_timeline_figure(activity, record, run_end(record), (start, end)).to_plotly_json()
+
+    # cached per dataset version and job: plotly builds this figure's spanning shapes in ~70 ms
+    name = f"job-timeline:{record['cluster']}:{record['job_id']}:{start:%Y%m%d%H%M}:{end:%Y%m%d%H%M}:{every}"
+    fig = access.derived(name, empty_state(dataset), drawn)
     caption = (
         f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M}, mean per {every} bucket; shaded: waiting (orange), "
         "running (green)."
