@@ -16,7 +16,8 @@ from components.server import cache as query_cache
 from components.shell import tables
 from components.shell.layout import page_layout
 
-dash.register_page(__name__, path="/", name="Overview", title="Helios Dashboard · Overview", order=0)
+# charts=False: it opens without a chart (components/server/transfer.py: plotly.js is not loaded at once)
+dash.register_page(__name__, path="/", name="Overview", title="Helios Dashboard · Overview", order=0, charts=False)
 
 SPEC = "overview-spec"
 CARDS = "overview-cards"

@@ -206,6 +206,6 @@ def test_the_pages_that_open_without_a_chart_are_named_for_the_plotly_preload(cl
     page = client.get("/cluster").get_data(as_text=True)
     found = re.search(rf'<meta name="{transfer.CHART_FREE_META}" content="([^"]*)"', page)
     paths = json.loads(html.unescape(found.group(1)))
-    assert paths == ["/404", "/data", "/whatif"]
+    assert paths == ["/", "/404", "/data", "/whatif"]
     bundle = re.search(rf'<meta name="{transfer.PLOTLY_META}" content="([^"]*)"', page).group(1)
     assert html.unescape(bundle) == _chunk_urls(page)[transfer.SUITES + transfer.PLOTLY_CHUNK]
