@@ -66,22 +66,31 @@ def user_jobs_around(ds: Dataset, job: dict, limit: int = MAX_AROUND) -> pl.Data
     return db.run(sql, [*params, job["job_id"], job["submit_time"], limit], ds=ds)
 
 
+def _at_or_before(events_us: np.ndarray, at_us: np.ndarray) -> np.ndarray:
+    """For each of the times at_us, how many of events_us are at or before it (events binned by time: no sort of
+    the events, which outnumber the times)."""
+    order = np.argsort(at_us, kind="stable")
+    first_after = np.searchsorted(at_us[order], events_us, side="left")  # the first time at or after each event
+    counts = np.empty(len(at_us), dtype=np.int64)
+    counts[order] = np.cumsum(np.bincount(first_after, minlength=len(at_us) + 1))[: len(at_us)]
+    return counts
+
+
 def queued_jobs(ds: Dataset, cluster: str, vc: str, times: list[datetime]) -> pl.DataFrame:
     """At each time, the jobs of a cluster's VC that were submitted and had not left the queue: by starting, or by
     ending unstarted (a job that never started and has no end counts as queued to the trace's end when unfinished,
     and is left out when final)."""
     cols = colstore.columns(ds)
-    keep = cols.mask(JobFilter(clusters=(cluster,), vcs=(vc,)))
+    rows = np.flatnonzero(cols.mask(JobFilter(clusters=(cluster,), vcs=(vc,))))  # the VC's jobs only, from here on
     state = cols.cats["state"]
-    unfinished = state.table(schema.UNFINISHED_STATES)[state.codes]
+    unfinished = state.table(schema.UNFINISHED_STATES)[state.codes[rows]]
+    has_start, has_end = cols.has_start[rows], cols.has_end[rows]
     # Without a start, end_us is the recorded end_time (has_end tells whether there is one).
-    left_us = np.where(cols.has_start, cols.start_us, cols.end_us)
-    leaves = cols.has_start | cols.has_end
-    counted = keep & (leaves | unfinished)
-    submits = np.sort(cols.submit_us[counted])
-    lefts = np.sort(left_us[counted & leaves])
+    left_us = np.where(has_start, cols.start_us[rows], cols.end_us[rows])
+    leaves = has_start | has_end
+    counted = leaves | unfinished
     at = np.array([colstore.to_us(t) for t in times], dtype=np.int64)
-    queued = np.searchsorted(submits, at, side="right") - np.searchsorted(lefts, at, side="right")
+    queued = _at_or_before(cols.submit_us[rows][counted], at) - _at_or_before(left_us[counted & leaves], at)
     return pl.DataFrame(
         {"time": times, "queued_jobs": queued.astype(np.int64)}, schema_overrides={"time": schema.TIMESTAMP}
     )

@@ -28,11 +28,12 @@ def job_timeline_figure(
             fig.add_trace(_line(activity, "total_gpu_num", "VC capacity", "#555", dash="dash"), row=1, col=1)
         fig.add_trace(_line(activity, "queued_jobs", "queued jobs", "#d62728", fill=True), row=2, col=1)
     submit, start = record["submit_time"], record["start_time"]
+    rects, lines, notes = [], [], []
     waited_until = wait_end(record, span[1])
     if waited_until is not None and waited_until > submit:
-        _shade(fig, submit, min(waited_until, span[1]), WAIT_COLOUR, "waiting")
+        rects.append(_shade(submit, min(waited_until, span[1]), WAIT_COLOUR, "waiting", notes))
     if start is not None and run_end is not None and run_end > start and start < span[1]:
-        _shade(fig, start, min(run_end, span[1]), RUN_COLOUR, "running")
+        rects.append(_shade(start, min(run_end, span[1]), RUN_COLOUR, "running", notes))
     marks: dict[datetime, list[str]] = {}
     for label, at in (("submitted", submit), ("started", start), ("ended", record.get("end_time"))):
         if at is not None and span[0] <= at <= span[1]:
@@ -42,10 +43,10 @@ def job_timeline_figure(
         close = previous is not None and (at - previous) < (span[1] - span[0]) * 0.08
         shift = 14 - shift if close else 0  # labels of marks close together alternate between two lines
         previous = at
-        fig.add_vline(x=at, line={"width": 1, "color": "#333", "dash": "dot"})
-        fig.add_annotation(
-            x=at, y=1.0, yref="paper", yshift=shift, text=", ".join(labels), showarrow=False, yanchor="bottom",
-            font={"size": 11},
+        lines.append({"type": "line", "x0": at, "x1": at, "line": {"width": 1, "color": "#333", "dash": "dot"}})
+        notes.append(
+            {"x": at, "y": 1.0, "yref": "paper", "yshift": shift, "text": ", ".join(labels), "showarrow": False,
+             "yanchor": "bottom", "font": {"size": 11}}
         )  # fmt: skip
     fig.update_layout(
         # b: the room automargin gives the date ticks and the legend below them on a desktop, given at once so that
@@ -54,6 +55,9 @@ def job_timeline_figure(
         legend={"orientation": "h", "y": -0.12},
         hovermode="x unified",
         template="plotly_white",
+        # marks across both panels, as fig.add_vrect and add_vline draw them (each of those calls costs ~10 ms)
+        shapes=[panel for shape in (*rects, *lines) for panel in _across_panels(shape)],
+        annotations=notes,
     )
     fig.update_xaxes(range=list(span))
     fig.update_yaxes(title_text=f"GPUs of VC {record['vc']}", rangemode="tozero", row=1, col=1)
@@ -80,8 +84,15 @@ def _line(df: pl.DataFrame, col: str, name: str, colour: str, *, fill: bool = Fa
     )
 
 
-def _shade(fig: go.Figure, x0: datetime, x1: datetime, colour: str, label: str) -> None:
-    fig.add_vrect(x0=x0, x1=x1, fillcolor=colour, line_width=0, layer="below")
-    fig.add_annotation(
-        x=x0 + (x1 - x0) / 2, y=0.5, yref="paper", text=label, showarrow=False, font={"size": 11, "color": "#666"}
-    )
+def _shade(x0: datetime, x1: datetime, colour: str, label: str, notes: list[dict]) -> dict:
+    """A shaded span from x0 to x1, its label added to notes."""
+    notes.append(
+        {"x": x0 + (x1 - x0) / 2, "y": 0.5, "yref": "paper", "text": label, "showarrow": False,
+         "font": {"size": 11, "color": "#666"}}
+    )  # fmt: skip
+    return {"type": "rect", "x0": x0, "x1": x1, "fillcolor": colour, "line": {"width": 0}, "layer": "below"}
+
+
+def _across_panels(shape: dict) -> list[dict]:
+    """shape drawn over the whole height of each of the two panels."""
+    return [{**shape, "xref": x, "yref": f"{y} domain", "y0": 0, "y1": 1} for x, y in (("x", "y"), ("x2", "y2"))]

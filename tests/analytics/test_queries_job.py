@@ -78,6 +78,9 @@ def test_queue_length_matches_the_reference(random_ds):
         got = job_queries.queued_jobs(random_ds, cluster, vc, times)
         assert got["queued_jobs"].to_list() == polars_ref.ref_queued_jobs(random_ds, cluster, vc, times)
     assert max(job_queries.queued_jobs(random_ds, "Alpha", "vcA1", times)["queued_jobs"]) > 0
+    shuffled = times[::-1][:40] + times[:80][::3]  # any order, repeats
+    got = job_queries.queued_jobs(random_ds, "Alpha", "vcA1", shuffled)
+    assert got["queued_jobs"].to_list() == polars_ref.ref_queued_jobs(random_ds, "Alpha", "vcA1", shuffled)
 
 
 def test_queue_length_by_hand_counts_jobs_leaving_the_queue_unstarted(data_root):

@@ -244,3 +244,29 @@ def test_the_user_timeline_says_when_it_shows_a_sample():
     assert fig.layout.title.text == "Jobs over time (size = GPUs): a random 2 of 9,000 jobs"
     assert [t.name for t in fig.data] == ["completed", "failed"]  # TIMEOUT counts as failed
     assert list(fig.data[0].y) == [1]  # a 0 s job is drawn at 1 s on the log axis
+
+
+def test_the_job_timeline_marks_and_shades_the_job_across_both_panels():
+    from components.charts.timeline import RUN_COLOUR, WAIT_COLOUR, job_timeline_figure
+
+    t0 = datetime(2020, 4, 1, 8)
+    times = [t0 + timedelta(minutes=10 * i) for i in range(30)]
+    activity = pl.DataFrame(
+        {"time": times, "running_gpu_num": [8] * 30, "total_gpu_num": [16] * 30, "queued_jobs": [2] * 30}
+    )
+    submit, start, end = t0 + timedelta(minutes=30), t0 + timedelta(hours=2), t0 + timedelta(hours=2, minutes=5)
+    record = {"submit_time": submit, "start_time": start, "end_time": end, "state": "COMPLETED", "vc": "vcA"}
+    fig = job_timeline_figure(activity, record, end, (t0, t0 + timedelta(hours=5))).to_plotly_json()
+    shapes = fig["layout"]["shapes"]
+    panels = {("x", "y domain"), ("x2", "y2 domain")}
+    rects = [s for s in shapes if s["type"] == "rect"]
+    assert [(s["x0"], s["x1"], s["fillcolor"]) for s in rects[::2]] == [
+        (submit, start, WAIT_COLOUR),
+        (start, end, RUN_COLOUR),
+    ]
+    assert {(s["xref"], s["yref"]) for s in rects} == panels and all((s["y0"], s["y1"]) == (0, 1) for s in shapes)
+    lines = [s for s in shapes if s["type"] == "line"]
+    assert sorted({s["x0"] for s in lines}) == [submit, start, end] and len(lines) == 6  # each mark in both panels
+    notes = {a["text"]: a for a in fig["layout"]["annotations"]}
+    assert {"waiting", "running", "submitted", "started", "ended"} <= set(notes)
+    assert (notes["started"]["yshift"], notes["ended"]["yshift"]) == (0, 14)  # close marks' labels on two lines
