@@ -6,7 +6,6 @@ import json
 from datetime import datetime
 
 import dash_bootstrap_components as dbc
-import polars as pl
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 from plotly.io.json import to_json_plotly
@@ -378,13 +377,13 @@ def wait_view(job_id, scheme: str | None, meta: dict | None, settings: Settings)
     """The chosen job's queue position in the recorded and simulated schedules, and the jobs ahead of it."""
     result = _cached_result(meta, settings)
     if result is None or job_id is None or not scheme:
-        return wf.wait_figure(pl.DataFrame(), -1, datetime(2000, 1, 1), []), None
+        return None, None
     t0 = datetime.fromisoformat(result.window[0])
     schemes = [s for s in (RECORDED, scheme) if s in set(result.records["scheme"].unique().to_list())]
     figure = wf.wait_figure(result.records, int(job_id), t0, list(dict.fromkeys(schemes)))
     dataset, cluster = result.config.get("dataset", ""), result.config.get("cluster", "")
     href = (lambda ahead_id: controls.job_href(ahead_id, dataset, cluster)) if dataset and cluster else None
-    return figure, wf.ahead_table(result.records, scheme, int(job_id), href=href)
+    return ids.wait_graph(figure), wf.ahead_table(result.records, scheme, int(job_id), href=href)
 
 
 def download(n_summary, n_records, n_json, n_ces, meta: dict | None, settings: Settings):
@@ -515,7 +514,7 @@ def _register_panels(app: Dash, settings: Settings) -> None:
         prevent_initial_call=True,
     )(lambda scheme, meta: wait_jobs(scheme, meta, settings))
     app.callback(
-        Output(ids.WAIT_GRAPH, "figure"),
+        Output(ids.WAIT_GRAPH, "children"),
         Output(ids.WAIT_TABLE, "children"),
         Input(ids.WAIT_JOB, "value"),
         State(ids.WAIT_SCHEME, "value"),

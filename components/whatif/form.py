@@ -76,6 +76,7 @@ WAIT_PANEL = "whatif-wait"
 WAIT_SCHEME = "whatif-wait-scheme"
 WAIT_JOB = "whatif-wait-job"
 WAIT_GRAPH = "whatif-wait-graph"
+WAIT_GRAPH_PX = 360
 WAIT_TABLE = "whatif-wait-table"
 
 PREDICTOR_LABELS = {
@@ -494,6 +495,12 @@ def downloads() -> html.Div:
     )
 
 
+def wait_graph(figure) -> dcc.Graph:
+    """The chosen job's 'why wait' chart (the panel holds none until a job is chosen: a page that opens with a
+    chart loads and runs plotly.js)."""
+    return dcc.Graph(figure=figure, config=graph_config("why-wait"), style={"height": f"{WAIT_GRAPH_PX}px"})
+
+
 def wait_panel() -> html.Div:
     """'Why did this job wait?': pick a long wait; see its queue position and who went first."""
     return html.Div(
@@ -512,11 +519,7 @@ def wait_panel() -> html.Div:
             ),
             dbc.Row(
                 [
-                    dbc.Col(
-                        dcc.Graph(id=WAIT_GRAPH, config=graph_config("why-wait"), style={"height": "360px"}),
-                        xs=12,
-                        lg=7,
-                    ),
+                    dbc.Col(html.Div(id=WAIT_GRAPH, style={"minHeight": f"{WAIT_GRAPH_PX}px"}), xs=12, lg=7),
                     dbc.Col(html.Div(id=WAIT_TABLE), xs=12, lg=5),
                 ]
             ),

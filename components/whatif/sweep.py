@@ -38,6 +38,7 @@ CANCEL = "whatif-sweep-cancel"
 PROGRESS = "whatif-sweep-progress"
 STATUS = "whatif-sweep-status"
 GRAPH = "whatif-sweep-graph"
+GRAPH_PX = 420
 ERROR = "whatif-sweep-error"
 AUTORUN = "whatif-sweep-autorun"
 REQUEST = "whatif-sweep-request"  # {"token": ...}: one per press of Run sweep, which Cancel names
@@ -137,9 +138,17 @@ def section(params: dict[str, str] | None = None) -> dbc.Card:
     return dbc.Card(dbc.CardBody(body, className="p-2"), className="mt-3 shadow-sm")
 
 
-def _graph() -> dcc.Graph:
-    blank = empty_figure("Run a sweep to chart a metric over the grid.", "Sweep")
-    return dcc.Graph(id=GRAPH, figure=blank, config=graph_config("whatif-sweep"), style={"height": "420px"})
+def _graph() -> html.Div:
+    """Where the sweep's chart goes: a note until a sweep is run (a page that opens with a chart loads and runs
+    plotly.js)."""
+    note = html.Div("Run a sweep to chart a metric over the grid.", className="text-muted small")
+    centred = "d-flex align-items-center justify-content-center border rounded"
+    return html.Div(note, id=GRAPH, className=centred, style={"height": f"{GRAPH_PX}px"})
+
+
+def sweep_graph(figure) -> dcc.Graph:
+    """A sweep's chart, in place of the note."""
+    return dcc.Graph(figure=figure, config=graph_config("whatif-sweep"), style={"height": f"{GRAPH_PX}px"})
 
 
 def grid_of(x: str | None, x_values: str | None, y: str | None, y_values: str | None) -> dict:
@@ -278,7 +287,7 @@ def run_sweep_job(
         return no_update, ids.CANCELLED_STATUS, None
     except RunError as exc:
         return no_update, "", dbc.Alert(str(exc), color="danger", className="py-1 small")
-    return out["figure"], f"{out['rows']} rows" + (", from cache" if out["cached"] else ""), None
+    return sweep_graph(out["figure"]), f"{out['rows']} rows" + (", from cache" if out["cached"] else ""), None
 
 
 def kept_params(search: str | None) -> dict[str, str]:
@@ -323,7 +332,7 @@ def register(app: Dash, settings: Settings, manager, form_states: list[State]) -
         prevent_initial_call=True,
     )(lambda n, request: cancel_request(n, request, settings))
     app.callback(
-        Output(GRAPH, "figure"),
+        Output(GRAPH, "children"),
         Output(STATUS, "children"),
         Output(ERROR, "children"),
         Input(REQUEST, "data"),

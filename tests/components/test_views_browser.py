@@ -221,6 +221,7 @@ def test_the_whatif_page_opens_without_a_request_and_a_shared_run_still_starts(p
     for _ in range(2):  # a first visit, then a revisit
         open_settled(page, server_url + "/whatif?ds=helios-synth&cluster=Venus")
         assert page.locator("#whatif-run").is_enabled() and page.locator("#whatif-vcs").count() == 1
+        assert page.locator(".js-plotly-plot").count() == 0  # no chart before a run: plotly.js waits till idle
     assert asked == []  # the form is laid out with its options: its callbacks answer the reader's changes only
     page.locator("#whatif-cluster").click()
     page.locator(".dash-dropdown-option:has-text('Earth')").click()

@@ -263,8 +263,9 @@ def test_why_wait_lists_the_longest_waits_and_who_went_first(ran, settings):
     options, chosen = cb.wait_jobs("fifo", meta, settings)
     fifo = result.records.filter((pl.col("scheme") == "fifo") & pl.col("placed"))
     assert chosen == fifo.sort("queue_s", descending=True)["job_id"][0]
-    figure, table = cb.wait_view(chosen, "fifo", meta, settings)
-    assert [t.name.split(":")[0] for t in figure.data] == [RECORDED, "fifo"]
+    graph, table = cb.wait_view(chosen, "fifo", meta, settings)
+    assert [t.name.split(":")[0] for t in graph.figure.data] == [RECORDED, "fifo"]
+    assert cb.wait_view(None, "fifo", meta, settings) == (None, None)  # no chart before a job is chosen
     job, ahead = wf.jobs_ahead(result.records, "fifo", chosen)
     assert (ahead["start_s"] <= job["start_s"]).all() and (ahead["vc"] == job["vc"]).all()
 
