@@ -169,7 +169,7 @@ def open_dataset(name: str, root: Path | None = None) -> Dataset:
     if not meta_path.is_file():
         known = ", ".join(d.name for d in list_datasets(root)) or "none"
         raise DatasetError(f"dataset {name!r} not found under {link.parent} (available: {known})")
-    meta = json.loads(meta_path.read_text())
+    meta = _read_meta(meta_path, name)
     if not (path / schema.JOBS_FILE).exists() and not (path / schema.JOBS_DIR).is_dir():
         raise DatasetError(f"dataset {name!r} is incomplete: {path / schema.JOBS_FILE} is missing")
     if not (path / schema.VC_GPUS_FILE).exists():
@@ -177,8 +177,19 @@ def open_dataset(name: str, root: Path | None = None) -> Dataset:
     return Dataset(name=name, path=path, meta=meta)
 
 
+def _read_meta(meta_path: Path, name: str) -> dict[str, Any]:
+    """A dataset's metadata, or DatasetError naming the file when it cannot be read."""
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"dataset {name!r} cannot be read: {meta_path}: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise DatasetError(f"dataset {name!r} cannot be read: {meta_path} holds no JSON object")
+    return meta
+
+
 def list_datasets(root: Path | None = None) -> list[Dataset]:
-    """All complete datasets under root, sorted by name."""
+    """All complete datasets under root, sorted by name (one whose metadata cannot be read is left out, logged)."""
     base = root or data_dir()
     if not base.is_dir():
         return []
@@ -186,7 +197,10 @@ def list_datasets(root: Path | None = None) -> list[Dataset]:
     for p in sorted(base.iterdir()):
         folder = p.resolve()  # the current version, as open_dataset reads it
         if _NAME_RE.match(p.name) and folder.is_dir() and (folder / schema.META_FILE).is_file():
-            out.append(Dataset(name=p.name, path=folder, meta=json.loads((folder / schema.META_FILE).read_text())))
+            try:
+                out.append(Dataset(name=p.name, path=folder, meta=_read_meta(folder / schema.META_FILE, p.name)))
+            except DatasetError as exc:
+                log.warning("%s", exc)
     return out
 
 

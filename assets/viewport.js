@@ -34,4 +34,7 @@
     clearTimeout(pending);
     pending = setTimeout(remember, 250);
   });
+  // the cookie is the site's, not the window's: a window the reader comes back to writes its own width again
+  window.addEventListener("focus", remember);
+  window.addEventListener("pageshow", remember);
 })();

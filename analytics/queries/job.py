@@ -69,6 +69,7 @@ def user_jobs_around(ds: Dataset, job: dict, limit: int = MAX_AROUND) -> pl.Data
 def _at_or_before(events_us: np.ndarray, at_us: np.ndarray) -> np.ndarray:
     """For each of the times at_us, how many of events_us are at or before it (events binned by time: no sort of
     the events, which outnumber the times)."""
+    # NOTE: binned rather than sorted and searched: the events are hundreds of thousands, the times a few hundred
     order = np.argsort(at_us, kind="stable")
     first_after = np.searchsorted(at_us[order], events_us, side="left")  # the first time at or after each event
     counts = np.empty(len(at_us), dtype=np.int64)

@@ -13,7 +13,6 @@ import polars as pl
 from components.charts import units
 
 VIEWPORT_COOKIE = "helios-viewport"  # the browser's viewport width in px (assets/viewport.js)
-TEXT_COOKIE = "helios-text-sample"  # the width it sets margins.TEXT_SAMPLE in (assets/viewport.js)
 VIEWPORT_STEP_PX = 320  # viewports are rounded up to a multiple of this: a few cached figures per chart, not one per px
 MIN_VIEWPORT_PX, MAX_VIEWPORT_PX = 320, 3840
 DEFAULT_VIEWPORT_PX = 1920  # without the cookie (a first request from a script, a test client)

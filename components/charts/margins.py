@@ -19,7 +19,11 @@ from components.charts import decimate, figures
 # they fit the plot's width, else each takes the widest one's width.
 ENTRY_PAD_PX = 40
 ENTRY_GAP_PX = 5
-LEGEND_LINE_PX = 20.2  # the margin one more row of entries takes (measured: 20, 41, 61 px for 2, 3, 4 rows)
+# A row of entries is max(1.3 em, 16 px) + 3 px high (draw.js); a legend taller than half its figure scrolls. The
+# smallest figure card is 380 px high (controls.figure_card): beyond the rows that fit half of it, plotly is left to
+# grow the margin itself.
+LINE_EM, MIN_LINE_PX, LINE_PAD_PX = 1.3, 16.0, 3.0
+SMALLEST_FIGURE_PX = 380
 # DejaVu Sans's advance widths of the printable ASCII characters in hundredths of an em (measured in Chromium).
 DEJAVU_EM100: dict[str, int] = {
     char: width
@@ -39,7 +43,7 @@ TEXT_SAMPLE = "Helios Earth Saturn Venus (published) 0123456789 %"
 TEXT_SAMPLE_META = "helios-text-sample"
 TEXT_SCALE_BOUNDS = (0.6, 1.4)
 NARROW = 0.98  # the estimate a little narrow: a shape that differs from DejaVu Sans's costs a second draw, no gap
-DEFAULT_TEXT_SCALE = 0.9  # the reader's font unmeasured: most are narrower than DejaVu Sans
+TEXT_COOKIE = "helios-text-sample"  # the width the browser set TEXT_SAMPLE in (assets/viewport.js)
 
 
 def text_sample_meta() -> dict[str, str]:
@@ -50,14 +54,14 @@ def text_sample_meta() -> dict[str, str]:
 
 def text_scale(sample_px: Any) -> float:
     """The reader's font's width against DejaVu Sans's, from the width the browser measured TEXT_SAMPLE at 100 px
-    (bounded); DEFAULT_TEXT_SCALE when unmeasured or unreadable."""
+    (bounded); the narrowest bound when unmeasured or unreadable (no row counted that a narrow font would not take)."""
+    low, high = TEXT_SCALE_BOUNDS
     try:
         measured = float(str(sample_px)[:12])
     except (TypeError, ValueError):
-        return DEFAULT_TEXT_SCALE
+        return low
     if not math.isfinite(measured):
-        return DEFAULT_TEXT_SCALE
-    low, high = TEXT_SCALE_BOUNDS
+        return low
     return min(max(measured / sum(DEJAVU_EM100.get(c, OTHER_EM100) for c in TEXT_SAMPLE), low), high)
 
 
@@ -82,7 +86,7 @@ def legend_rows(text_widths_px: list[float], plot_px: float) -> int:
     return rows
 
 
-def plot_width_px(viewport_px: Any, wide: bool) -> int:
+def card_plot_width_px(viewport_px: Any, wide: bool) -> int:
     """The plot area's width of a figure card (wide: the whole row; else half of it from the lg breakpoint on) in a
     viewport of viewport_px (bounded; the default when unreadable)."""
     return decimate.card_plot_px(decimate.viewport_width(viewport_px), 1.0 if wide else 0.5)
@@ -98,13 +102,15 @@ def _foot_legend(layout: dict[str, Any]) -> dict[str, Any] | None:
     return legend if at_foot and not slider else None
 
 
-def _entries(figure: dict[str, Any]) -> list[str]:
-    """The names plotly lists in figure's legend (every trace not left out of it), or none when it draws no legend."""
+def _entries(figure: dict[str, Any], legend: dict[str, Any]) -> list[str]:
+    """The names plotly lists in figure's legend (every trace not left out of it, as figures.shows_legend counts
+    them), or none when it draws no legend or groups its entries (a grouped legend wraps by another rule)."""
     traces = figure.get("data") or []
     listed = [t for t in traces if t.get("showlegend") is not False and t.get("visible") is not False]
+    grouped = "grouped" in str(legend.get("traceorder") or "") or any(t.get("legendgroup") for t in listed)
     names = [str(t.get("name") or "") for t in listed]
     shown = (figure.get("layout") or {}).get("showlegend")
-    return names if (shown if shown is not None else len(names) >= 2) else []
+    return names if (shown if shown is not None else len(names) >= 2) and not grouped else []
 
 
 def _font_px(layout: dict[str, Any], legend: dict[str, Any]) -> float:
@@ -121,14 +127,15 @@ def fitted(figure: dict[str, Any], plot_px: int, scale: float = 1.0) -> dict[str
     leaves room for one row)."""
     layout = figure.get("layout") or {}
     legend = _foot_legend(layout)
-    names = _entries(figure) if legend is not None else []
+    names = _entries(figure, legend) if legend is not None else []
     if not names:
         return figure
     font_px = _font_px(layout, legend)
+    line_px = max(LINE_EM * font_px, MIN_LINE_PX) + LINE_PAD_PX
     rows = legend_rows([text_px(name, font_px, scale * NARROW) for name in names], plot_px)
-    if rows <= 1:
+    if rows <= 1 or rows * line_px + 2 * ENTRY_GAP_PX > SMALLEST_FIGURE_PX / 2:
         return figure
     margin = dict(layout.get("margin") or {})
     bottom_px = margin.get("b", figures.TEMPLATE.layout.margin.b)
-    margin["b"] = bottom_px + math.ceil((rows - 1) * LEGEND_LINE_PX)
+    margin["b"] = bottom_px + math.ceil((rows - 1) * line_px)
     return {**figure, "layout": {**layout, "margin": margin}}

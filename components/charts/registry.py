@@ -405,7 +405,7 @@ def cached_figure(spec: Spec) -> dict[str, Any] | None:
 
 
 def _fitted(figure: dict[str, Any], spec: Spec) -> dict[str, Any]:
-    plot_px = margins.plot_width_px(spec.get(VIEWPORT), bool(spec.get(WIDE)))
+    plot_px = margins.card_plot_width_px(spec.get(VIEWPORT), bool(spec.get(WIDE)))
     return margins.fitted(figure, plot_px, margins.text_scale(spec.get(TEXT)))
 
 

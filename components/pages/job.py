@@ -211,7 +211,7 @@ def timeline(dataset: str, record: dict[str, Any], columns: dict[str, dict[str, 
         activity = access.vc_activity(dataset, record["cluster"], record["vc"], start, end, every)
         return job_timeline_figure(activity, record, run_end(record), (start, end)).to_plotly_json()
 
-    # cached per dataset version and job: plotly builds this figure's spanning shapes in ~70 ms
+    # NOTE: cached per dataset version and job (the figure took ~70 ms to build)
     name = f"job-timeline:{record['cluster']}:{record['job_id']}:{start:%Y%m%d%H%M}:{end:%Y%m%d%H%M}:{every}"
     fig = access.derived(name, empty_state(dataset), drawn)
     caption = (

@@ -32,7 +32,8 @@ def initial_form(params: dict[str, str]) -> tuple[dict, list[str], dict, list[st
     dataset = params.get("ds") or access.default_dataset(names)
     base = default_form(dataset)
     if dataset in names:
-        clusters, first, last = whatif_form.scope_options(dataset)
+        clusters = access.cluster_names(dataset)  # a dataset that cannot be read: the page says so (layout)
+        first, last = access.dataset_period(dataset)
         cluster = params.get("cluster") or (clusters[0] if clusters else "")
         start, end = access.recent_days(dataset, cluster, DEFAULT_WINDOW_DAYS) if cluster in clusters else (None, None)
         start = max(filter(None, (start, first)), default=None)  # not before the dataset's first day

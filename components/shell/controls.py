@@ -16,7 +16,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from analytics import schema
 from analytics.filters import JOB_KINDS, RANGES, RUNNING, SUBMITTED, query_params, to_query
-from components.charts import decimate
+from components.charts import decimate, margins
 from components.charts import registry as charts
 from components.datasets import access
 
@@ -279,7 +279,7 @@ def figure_card(
     for its figure when it scrolls into view, an eager one (the first screen) at once or laid out with it when it
     is cached. A wide card takes its row's whole width (wide_row), another half of it from the lg breakpoint on."""
     spec = {"name": name, "state": state, **(extra or {}), charts.VIEWPORT: viewport_px(), charts.WIDE: wide}
-    spec[charts.TEXT] = _cookie(decimate.TEXT_COOKIE)
+    spec[charts.TEXT] = _cookie(margins.TEXT_COOKIE)
     missing = _not_in_trace(spec)
     figure = None if lazy else charts.cached_figure(spec)
     if figure is not None:

@@ -178,11 +178,11 @@ def scope_options(dataset: str | None) -> tuple:
 
 
 def vc_options(dataset: str | None, cluster: str | None) -> list[str]:
-    """VC choices of the chosen cluster."""
+    """VC choices of the chosen cluster (none for a cluster the dataset does not have)."""
     if not dataset or not cluster:
         return []
     try:
-        return access.gpu_vcs(dataset, cluster)
+        return access.gpu_vcs(dataset, cluster) if cluster in access.cluster_names(dataset) else []
     except store.DatasetError:
         return []
 

@@ -77,6 +77,16 @@ def test_open_missing_dataset_names_alternatives(data_root):
         store.open_dataset("nope")
 
 
+@pytest.mark.parametrize("meta_text", ["{ not json", "[1, 2]", "\udcff"])
+def test_a_dataset_whose_metadata_cannot_be_read_is_named_not_a_crash(data_root, meta_text):
+    store.write_dataset("good", _jobs(), _caps(), {})
+    bad = store.write_dataset("bad", _jobs(), _caps(), {})
+    (bad.path / schema.META_FILE).write_bytes(meta_text.encode("utf-8", "surrogateescape"))
+    assert [d.name for d in store.list_datasets()] == ["good"]  # the listing (every page's drop-down) still works
+    with pytest.raises(store.DatasetError, match=f"'bad' cannot be read: {bad.path / schema.META_FILE}"):
+        store.open_dataset("bad")
+
+
 def test_identical_rewrite_in_one_process(data_root):
     first = store.write_dataset("t1", _jobs(3), _caps(), {})
     again = store.write_dataset("t1", _jobs(3), _caps(), {})

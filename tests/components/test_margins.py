@@ -48,7 +48,7 @@ def test_the_readers_font_is_scaled_by_the_sample_it_measured():
     assert margins.text_scale(str(0.9 * dejavu_px)) == pytest.approx(0.9)
     assert margins.text_scale(1) == margins.TEXT_SCALE_BOUNDS[0] and margins.text_scale(10**9) == 1.4
     for unread in (None, "", "nan", "1e999", "<script>", "-inf"):
-        assert margins.text_scale(unread) == margins.DEFAULT_TEXT_SCALE
+        assert margins.text_scale(unread) == margins.TEXT_SCALE_BOUNDS[0]  # unmeasured: the narrowest
 
 
 def test_a_wrapping_legend_gets_its_rows_at_once_and_nothing_else_changes():
@@ -58,9 +58,9 @@ def test_a_wrapping_legend_gets_its_rows_at_once_and_nothing_else_changes():
     base_px = figure["layout"]["margin"]["b"]
     assert margins.fitted(figure, 1600) is figure  # one row: as styled
     two = margins.fitted(figure, 600)
-    assert two["layout"]["margin"]["b"] == base_px + 21  # a row of 20.2 px, rounded up: never a pixel short
-    assert margins.fitted(figure, 250)["layout"]["margin"]["b"] == base_px + 101  # six rows (plotly: 176 px at 390 px)
-    assert margins.fitted(figure, 700)["layout"]["margin"]["b"] == base_px + 21
+    assert two["layout"]["margin"]["b"] == base_px + 20  # a row of 19.9 px at 13 px, rounded up (plotly: 95 px)
+    assert margins.fitted(figure, 250)["layout"]["margin"]["b"] == base_px + 100  # six rows
+    assert margins.fitted(figure, 700)["layout"]["margin"]["b"] == base_px + 20
     assert margins.fitted(figure, 700, scale=0.5) is figure  # in a font half as wide the entries share one row
     assert two["data"] is figure["data"] and figure == before  # the cached figure is not changed
 
@@ -79,13 +79,24 @@ def test_a_figure_without_the_foot_legend_is_left_as_it_is(layout):
     assert margins.fitted(figure, 300) is figure
 
 
+def test_a_legend_taller_than_plotly_lets_it_be_or_grouped_is_left_to_plotly():
+    names = [f"entry {i}" for i in range(12)]
+    assert margins.fitted(figure_with(names[:9]), 100)["layout"]["margin"]["b"] > 75  # 9 rows: 189 of 380 px
+    assert margins.fitted(figure_with(names[:10]), 100)["layout"]["margin"]["b"] == 75  # 10 would scroll in plotly
+    grouped = figure_with(list(DEJAVU_13PX))
+    grouped["data"][0]["legendgroup"] = "a"
+    assert margins.fitted(grouped, 300) is grouped  # a grouped legend wraps by its groups' widths
+    in_groups = figure_with(list(DEJAVU_13PX), legend={"traceorder": "grouped"})
+    assert margins.fitted(in_groups, 300) is in_groups
+
+
 def test_a_single_trace_draws_no_legend_and_keeps_its_margin():
     figure = figure_with(["alibaba Alibaba-openb"])
     assert margins.fitted(figure, 100) is figure
 
 
 def test_a_half_card_is_half_the_row_from_the_lg_breakpoint_on():
-    assert margins.plot_width_px(1440, wide=False) == 600  # plotly drew 592 px
-    assert margins.plot_width_px(1440, wide=True) == 1320  # 1308 px
-    assert margins.plot_width_px(390, wide=False) == margins.plot_width_px(390, wide=True) == 270  # 258 px
-    assert margins.plot_width_px("junk", wide=False) == margins.plot_width_px(1920, wide=False)
+    assert margins.card_plot_width_px(1440, wide=False) == 600  # plotly drew 592 px
+    assert margins.card_plot_width_px(1440, wide=True) == 1320  # 1308 px
+    assert margins.card_plot_width_px(390, wide=False) == margins.card_plot_width_px(390, wide=True) == 270  # 258 px
+    assert margins.card_plot_width_px("junk", wide=False) == margins.card_plot_width_px(1920, wide=False)

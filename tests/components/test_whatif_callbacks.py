@@ -15,6 +15,7 @@ from dash._callback_context import context_value
 from dash._utils import AttributeDict
 from plotly.io.json import to_json_plotly
 
+from analytics import schema
 from analytics.filters import query_params
 from components.charts.figures import PALETTE
 from components.server.background import BackgroundSetupError, background_manager, poll_interval_ms
@@ -161,8 +162,7 @@ def test_a_bad_form_shows_a_one_line_error(settings):
 def test_the_page_is_laid_out_with_what_its_form_callbacks_give_it(module_ui, _module_app, search):
     ui = module_ui
     layout = ui.page("/whatif", search)
-    if ui.find(layout, ids.DATASET) is None:
-        return  # an unknown dataset: the page says so, with no form
+    assert ui.find(layout, ids.DATASET) is not None  # a form on every one (an unknown dataset: named in a note)
     with _module_app[0].server.app_context():  # the callbacks read the dataset through the app's cache
         value = {
             cid: ui.find(layout, cid)["value"] for cid in (ids.DATASET, ids.CLUSTER, ids.CES_ENABLED, ids.POLICIES)
@@ -474,3 +474,10 @@ def test_the_twin_sections_inputs_become_knobs_and_a_bad_cap_is_named():
     assert form["twin"] == {"backfill": 0.0, "account_gpus.vcA": 2.0, "account_gpus.vcB": 4.0}
     with pytest.raises(ScenarioError, match="'vcA': expected account=GPUs"):
         ids.form_of(values, [None] * 9, [None] * 7, [None] * len(KNOBS) + ["vcA"])
+
+
+def test_a_dataset_that_cannot_be_read_is_named_on_the_page_not_shown_as_an_empty_form(ui, small_data):
+    (small_data / "philly-mini" / schema.VC_GPUS_FILE).unlink()  # listed, but incomplete
+    layout = ui.page("/whatif", "?ds=philly-mini")
+    alerts = [n["props"] for n in ui.walk(layout) if n["type"] == "Alert" and n["props"].get("color") == "danger"]
+    assert alerts and "incomplete" in str(alerts[0]["children"]) and ui.find(layout, ids.DATASET) is None
