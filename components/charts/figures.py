@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable
 from datetime import date
@@ -59,15 +60,30 @@ TEMPLATE = go.layout.Template(
 # The bottom margin a figure ends up with once automargin has made room for what sits below its plot: given at once,
 # plotly draws the figure once instead of drawing it, growing the margin and drawing it again (half of a small
 # figure's drawing time). A range slider makes its own room below the template's margin.
-LEGEND_ROW_PX = 20  # the horizontal legend at the figure's foot
 X_TITLE_PX = 15
 
 
+def legend_row_px(font_px: float) -> float:
+    """The height of a row of a horizontal legend's entries in a font of font_px (plotly.js legend/draw.js)."""
+    return max(1.3 * font_px, 16.0) + 3.0
+
+
+LEGEND_ROW_PX = math.ceil(legend_row_px(TEMPLATE.layout.font.size))  # the horizontal legend at the figure's foot
+
+
+def listed(trace: dict | go.BaseTraceType) -> bool:
+    """Whether plotly lists trace (a trace object or its JSON dict) in the legend."""
+    return trace["showlegend"] is not False and trace["visible"] is not False
+
+
+def legend_drawn(showlegend: bool | None, n_listed: int) -> bool:
+    """Whether plotly draws a legend: as the layout's showlegend says, else when two or more traces are listed."""
+    return bool(showlegend) if showlegend is not None else n_listed >= 2
+
+
 def shows_legend(fig: go.Figure) -> bool:
-    """Whether plotly draws fig's legend: as its layout says, else when two or more traces are listed in it."""
-    if fig.layout.showlegend is not None:
-        return bool(fig.layout.showlegend)
-    return sum(trace.showlegend is not False for trace in fig.data) >= 2
+    """Whether plotly draws fig's legend."""
+    return legend_drawn(fig.layout.showlegend, sum(listed(trace) for trace in fig.data))
 
 
 def bottom_margin_px(fig: go.Figure, x_title: str) -> int:

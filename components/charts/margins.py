@@ -19,10 +19,8 @@ from components.charts import decimate, figures
 # they fit the plot's width, else each takes the widest one's width.
 ENTRY_PAD_PX = 40
 ENTRY_GAP_PX = 5
-# A row of entries is max(1.3 em, 16 px) + 3 px high (draw.js); a legend taller than half its figure scrolls. The
-# smallest figure card is 380 px high (controls.figure_card): beyond the rows that fit half of it, plotly is left to
-# grow the margin itself.
-LINE_EM, MIN_LINE_PX, LINE_PAD_PX = 1.3, 16.0, 3.0
+# A legend taller than half its figure scrolls. The smallest figure card is 380 px high (controls.figure_card):
+# beyond the rows that fit half of it, plotly is left to grow the margin itself.
 SMALLEST_FIGURE_PX = 380
 # DejaVu Sans's advance widths of the printable ASCII characters in hundredths of an em (measured in Chromium).
 DEJAVU_EM100: dict[str, int] = {
@@ -62,7 +60,7 @@ def text_scale(sample_px: Any) -> float:
         return low
     if not math.isfinite(measured):
         return low
-    return min(max(measured / sum(DEJAVU_EM100.get(c, OTHER_EM100) for c in TEXT_SAMPLE), low), high)
+    return min(max(measured / (text_px(TEXT_SAMPLE, 100.0)), low), high)
 
 
 def text_px(text: str, font_px: float, scale: float = 1.0) -> float:
@@ -103,14 +101,13 @@ def _foot_legend(layout: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _entries(figure: dict[str, Any], legend: dict[str, Any]) -> list[str]:
-    """The names plotly lists in figure's legend (every trace not left out of it, as figures.shows_legend counts
-    them), or none when it draws no legend or groups its entries (a grouped legend wraps by another rule)."""
-    traces = figure.get("data") or []
-    listed = [t for t in traces if t.get("showlegend") is not False and t.get("visible") is not False]
+    """The names plotly lists in figure's legend, or none when it draws no legend or groups its entries (a grouped
+    legend wraps by another rule)."""
+    traces = [{"showlegend": None, "visible": None, **t} for t in figure.get("data") or []]
+    listed = [t for t in traces if figures.listed(t)]
     grouped = "grouped" in str(legend.get("traceorder") or "") or any(t.get("legendgroup") for t in listed)
-    names = [str(t.get("name") or "") for t in listed]
-    shown = (figure.get("layout") or {}).get("showlegend")
-    return names if (shown if shown is not None else len(names) >= 2) and not grouped else []
+    drawn = figures.legend_drawn((figure.get("layout") or {}).get("showlegend"), len(listed))
+    return [str(t.get("name") or "") for t in listed] if drawn and not grouped else []
 
 
 def _font_px(layout: dict[str, Any], legend: dict[str, Any]) -> float:
@@ -131,7 +128,7 @@ def fitted(figure: dict[str, Any], plot_px: int, scale: float = 1.0) -> dict[str
     if not names:
         return figure
     font_px = _font_px(layout, legend)
-    line_px = max(LINE_EM * font_px, MIN_LINE_PX) + LINE_PAD_PX
+    line_px = figures.legend_row_px(font_px)
     rows = legend_rows([text_px(name, font_px, scale * NARROW) for name in names], plot_px)
     if rows <= 1 or rows * line_px + 2 * ENTRY_GAP_PX > SMALLEST_FIGURE_PX / 2:
         return figure
